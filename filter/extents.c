@@ -1,0 +1,136 @@
+/* extents.c: base:allocation answered from a bitmap.
+ *
+ * A clean granule is a hole (type 1): unchanged since the bitmap
+ * started recording.  A dirty granule is data (type 0), except where
+ * the layer below reports that it reads as zeroes, which is zero
+ * (type 2): changed, and now zero.  Clean is never reported as zero,
+ * so every dirty range shows as data or zero in nbdinfo --map.
+ *
+ * Runs are found with bits_next_set/bits_next_clear, which skip clean
+ * areas through the summary, so the cost grows with the number of
+ * dirty runs in the request, not its length.  The last clean run may
+ * reach up to 4G past the request (nbdkit sends one block of at most
+ * UINT32_MAX past its end), which halves the round trips of a map.
+ */
+
+#include <config.h>
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <errno.h>
+
+#include <nbdkit-filter.h>
+
+#include "extents.h"
+#include "util.h"
+
+/* Add [start, end) of a dirty run, split where the layer below says
+ * the data reads as zeroes.  With REQ_ONE only the first extent
+ * below matters.
+ */
+static int
+add_dirty (nbdkit_next *next, bool below, uint64_t start, uint64_t end,
+           uint32_t flags, struct nbdkit_extents *extents, int *err)
+{
+  struct nbdkit_extents *ex;
+  size_t i, n;
+  int r = 0;
+
+  if (!below)
+    goto as_data;
+  if (flags & NBDKIT_FLAG_REQ_ONE) {
+    ex = nbdkit_extents_new (start, end);
+    if (ex == NULL)
+      goto fail;
+    if (next->extents (next, end - start, start, NBDKIT_FLAG_REQ_ONE,
+                       ex, err) == -1) {
+      nbdkit_extents_free (ex);
+      return -1;
+    }
+  }
+  else {
+    ex = nbdkit_extents_full (next, end - start, start, 0, err);
+    if (ex == NULL)
+      return -1;
+  }
+
+  n = nbdkit_extents_count (ex);
+  for (i = 0; i < n && r == 0; ++i) {
+    struct nbdkit_extent e = nbdkit_get_extent (ex, i);
+    uint64_t s = MAX (e.offset, start), t = MIN (e.offset + e.length, end);
+    if (s < t)
+      r = nbdkit_add_extent (extents, s, t - s,
+                             (e.type & NBDKIT_EXTENT_ZERO) ?
+                             NBDKIT_EXTENT_ZERO : 0);
+  }
+  if (n == 0)                   /* nothing from below: assume data */
+    r = nbdkit_add_extent (extents, start, end - start, 0);
+  nbdkit_extents_free (ex);
+  if (r == -1)
+    goto fail;
+  return 0;
+
+ as_data:
+  if (nbdkit_add_extent (extents, start, end - start, 0) == 0)
+    return 0;
+ fail:
+  *err = errno;
+  return -1;
+}
+
+int
+bitmap_extents (nbdkit_next *next, const struct bitmap_set *s,
+                const struct live_bitmap *lb,
+                uint32_t count, uint64_t offset, uint32_t flags,
+                struct nbdkit_extents *extents, int *err)
+{
+  const unsigned g = lb->gbits;
+  const uint64_t size = s->disk_size, end = offset + count;
+  const uint64_t far = MIN (size, end + UINT32_MAX);
+  const struct bits *b = &lb->bits;
+  uint64_t pos = offset;
+  int below = next->can_extents (next);
+
+  if (below == -1) {
+    *err = errno;
+    return -1;
+  }
+
+  while (pos < end) {
+    uint64_t g0 = pos >> g, run_end;
+
+    if (pos >= size || g0 >= b->nr_bits) {
+      /* Past the bitmap (the disk shrank for another connection):
+       * nothing is known, so it counts as changed.
+       */
+      if (nbdkit_add_extent (extents, pos, end - pos, 0) == -1) {
+        *err = errno;
+        return -1;
+      }
+      break;
+    }
+    if (!bits_test (b, g0)) {
+      uint64_t limit = ((far - 1) >> g) + 1;
+      run_end = MIN (bits_next_set (b, g0, limit) << g, size);
+      if (nbdkit_add_extent (extents, pos, run_end - pos,
+                             NBDKIT_EXTENT_HOLE) == -1) {
+        *err = errno;
+        return -1;
+      }
+    }
+    else {
+      /* Refining a run costs calls below: stop it at the request's
+       * end, unless there is nothing to refine.
+       */
+      uint64_t stop = below ? MIN (size, end) : far;
+      uint64_t limit = ((stop - 1) >> g) + 1;
+      run_end = MIN (bits_next_clear (b, g0, limit) << g, stop);
+      if (add_dirty (next, below, pos, run_end, flags, extents, err) == -1)
+        return -1;
+    }
+    pos = run_end;
+    if (flags & NBDKIT_FLAG_REQ_ONE)
+      break;
+  }
+  return 0;
+}

@@ -1,0 +1,175 @@
+/* bits.c: scanning, setting and merging granule bits (see bits.h).
+ *
+ * The summary has one bit per 64 data words (4096 granules), so one
+ * summary word stands for 262144 granules: a scan for the next dirty
+ * granule over a clean 16 TiB disk at 64K granularity reads 1024
+ * summary words instead of 4 million data words.
+ */
+
+#include <config.h>
+
+#include <stdlib.h>
+#include <stdint.h>
+#include <errno.h>
+
+#include "bits.h"
+#include "util.h"
+
+#define WORDS_PER_SUMMARY_BIT 64
+#define BITS_PER_SUMMARY_BIT (64 * WORDS_PER_SUMMARY_BIT)
+
+static uint64_t
+summary_words (uint64_t nr_bits)
+{
+  return DIV_ROUND_UP (bits_nr_words (nr_bits),
+                       (uint64_t) 64 * WORDS_PER_SUMMARY_BIT);
+}
+
+static inline void
+summary_mark (struct bits *b, uint64_t w)
+{
+  uint64_t sbit = w / WORDS_PER_SUMMARY_BIT;
+  uint64_t *sw = &b->summary[sbit / 64];
+  uint64_t mask = UINT64_C (1) << (sbit & 63);
+
+  if ((__atomic_load_n (sw, __ATOMIC_RELAXED) & mask) == 0)
+    __atomic_fetch_or (sw, mask, __ATOMIC_RELEASE);
+}
+
+int
+bits_build_summary (struct bits *b)
+{
+  uint64_t w, n = bits_nr_words (b->nr_bits);
+
+  free (b->summary);
+  b->summary = calloc (MAX (summary_words (b->nr_bits), 1),
+                       sizeof (uint64_t));
+  if (b->summary == NULL)
+    return -1;
+  for (w = 0; w < n; ++w)
+    if (b->words[w])
+      summary_mark (b, w);
+  return 0;
+}
+
+void
+bits_free_summary (struct bits *b)
+{
+  free (b->summary);
+  b->summary = NULL;
+}
+
+bool
+bits_set_range (struct bits *b, uint64_t first, uint64_t last)
+{
+  uint64_t w, lw = last / 64;
+  bool changed = false;
+
+  for (w = first / 64; w <= lw; ++w) {
+    uint64_t mask = ~UINT64_C (0), old;
+    if (w == first / 64)
+      mask &= ~UINT64_C (0) << (first & 63);
+    if (w == lw)
+      mask &= ~UINT64_C (0) >> (63 - (last & 63));
+    old = __atomic_load_n (&b->words[w], __ATOMIC_RELAXED);
+    if ((old & mask) != mask) {
+      /* Writers are serialized, so a plain atomic store suffices;
+       * release pairs with the acquire loads of lock-free readers.
+       */
+      __atomic_store_n (&b->words[w], old | mask, __ATOMIC_SEQ_CST);
+      if (b->summary)
+        summary_mark (b, w);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+uint64_t
+bits_next_set (const struct bits *b, uint64_t from, uint64_t limit)
+{
+  limit = MIN (limit, b->nr_bits);
+
+  while (from < limit) {
+    uint64_t w = from / 64, word;
+
+    if (b->summary) {
+      uint64_t sbit = w / WORDS_PER_SUMMARY_BIT;
+      uint64_t sword = __atomic_load_n (&b->summary[sbit / 64],
+                                        __ATOMIC_ACQUIRE) >> (sbit & 63);
+      if (sword == 0) {
+        /* Nothing dirty up to the end of this summary word. */
+        from = (sbit / 64 + 1) * 64 * BITS_PER_SUMMARY_BIT;
+        continue;
+      }
+      if ((sword & 1) == 0) {
+        sbit += __builtin_ctzll (sword);
+        from = sbit * BITS_PER_SUMMARY_BIT;
+        continue;
+      }
+    }
+
+    word = __atomic_load_n (&b->words[w], __ATOMIC_ACQUIRE);
+    word &= ~UINT64_C (0) << (from & 63);
+    if (word)
+      return MIN (w * 64 + __builtin_ctzll (word), limit);
+    from = (w + 1) * 64;
+  }
+  return limit;
+}
+
+uint64_t
+bits_next_clear (const struct bits *b, uint64_t from, uint64_t limit)
+{
+  limit = MIN (limit, b->nr_bits);
+
+  while (from < limit) {
+    uint64_t w = from / 64, word;
+
+    word = ~__atomic_load_n (&b->words[w], __ATOMIC_ACQUIRE);
+    word &= ~UINT64_C (0) << (from & 63);
+    if (word)
+      return MIN (w * 64 + __builtin_ctzll (word), limit);
+    from = (w + 1) * 64;
+  }
+  return limit;
+}
+
+uint64_t
+bits_count (const struct bits *b)
+{
+  uint64_t w, n = bits_nr_words (b->nr_bits), count = 0;
+
+  for (w = 0; w < n; ++w) {
+    uint64_t word = __atomic_load_n (&b->words[w], __ATOMIC_ACQUIRE);
+    if (w == n - 1 && (b->nr_bits & 63))
+      word &= (UINT64_C (1) << (b->nr_bits & 63)) - 1;
+    count += __builtin_popcountll (word);
+  }
+  return count;
+}
+
+void
+bits_merge (struct bits *dst, unsigned dst_gbits,
+            const struct bits *src, unsigned src_gbits,
+            uint64_t disk_size)
+{
+  uint64_t pos = 0;
+
+  /* Walk the runs of dirty source granules; each run is a byte range
+   * of the disk, which dirties every destination granule it touches.
+   */
+  while ((pos = bits_next_set (src, pos, src->nr_bits)) < src->nr_bits) {
+    uint64_t end = bits_next_clear (src, pos, src->nr_bits);
+    uint64_t start_byte = pos << src_gbits;
+    uint64_t end_byte = MIN (end << src_gbits, disk_size);
+
+    if (start_byte < end_byte && dst->nr_bits > 0) {
+      uint64_t first = start_byte >> dst_gbits;
+      uint64_t last = MIN ((end_byte - 1) >> dst_gbits, dst->nr_bits - 1);
+      if (first <= last)
+        bits_set_range (dst, first, last);
+    }
+    pos = end;
+  }
+}

@@ -1,0 +1,84 @@
+/* bits.h: granule bits.  A bitmap is an array of little-endian 64 bit
+ * words (bit i of the bitmap is bit i%64 of word i/64), usually mapped
+ * from the bitmap file, plus an optional in-memory summary with one
+ * bit per 64 words (set when any of those words may be non-zero) so
+ * that scans skip clean areas 4096 granules at a time.
+ *
+ * Readers (the hot-path test, scans) use atomic loads and never lock.
+ * Writers (bits_set_range) must be serialized by the caller.
+ */
+
+#ifndef DIRTYBITMAP_BITS_H
+#define DIRTYBITMAP_BITS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct bits {
+  uint64_t *words;              /* nr_words words, mapped or malloced */
+  uint64_t nr_bits;             /* granules covered */
+  uint64_t *summary;            /* NULL, or one bit per 64 words */
+  void *map_base;               /* the mapping holding words, if mapped */
+  size_t map_length;
+};
+
+/* Words and bytes needed for nr_bits. */
+static inline uint64_t
+bits_nr_words (uint64_t nr_bits)
+{
+  return (nr_bits + 63) / 64;
+}
+
+/* Build (or rebuild) the summary by scanning every word. */
+extern int bits_build_summary (struct bits *b);
+extern void bits_free_summary (struct bits *b);
+
+/* True if every bit in [first, last] is set.  Lock-free. */
+static inline bool
+bits_all_set (const struct bits *b, uint64_t first, uint64_t last)
+{
+  uint64_t w, lw = last / 64;
+
+  for (w = first / 64; w <= lw; ++w) {
+    uint64_t mask = ~UINT64_C (0);
+    if (w == first / 64)
+      mask &= ~UINT64_C (0) << (first & 63);
+    if (w == lw)
+      mask &= ~UINT64_C (0) >> (63 - (last & 63));
+    if ((__atomic_load_n (&b->words[w], __ATOMIC_ACQUIRE) & mask) != mask)
+      return false;
+  }
+  return true;
+}
+
+static inline bool
+bits_test (const struct bits *b, uint64_t i)
+{
+  return (__atomic_load_n (&b->words[i / 64], __ATOMIC_ACQUIRE)
+          >> (i & 63)) & 1;
+}
+
+/* Set bits [first, last]; returns true if any was clear before.  The
+ * caller serializes writers.  Also sets the summary bits.
+ */
+extern bool bits_set_range (struct bits *b, uint64_t first, uint64_t last);
+
+/* The first set (clear) bit in [from, limit), or limit if none. */
+extern uint64_t bits_next_set (const struct bits *b,
+                               uint64_t from, uint64_t limit);
+extern uint64_t bits_next_clear (const struct bits *b,
+                                 uint64_t from, uint64_t limit);
+
+/* Number of set bits among the first nr_bits. */
+extern uint64_t bits_count (const struct bits *b);
+
+/* dst |= src, where both describe a disk of disk_size bytes with
+ * granules of 2^dst_gbits and 2^src_gbits bytes: every dirty source
+ * granule dirties each destination granule it overlaps.
+ */
+extern void bits_merge (struct bits *dst, unsigned dst_gbits,
+                        const struct bits *src, unsigned src_gbits,
+                        uint64_t disk_size);
+
+#endif /* DIRTYBITMAP_BITS_H */

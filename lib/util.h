@@ -1,0 +1,91 @@
+/* util.h: tiny helpers shared by the filter and the tool: rounding,
+ * powers of two, little-endian field access and a scoped mutex.
+ */
+
+#ifndef DIRTYBITMAP_UTIL_H
+#define DIRTYBITMAP_UTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <pthread.h>
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Round up or down to a multiple of a power of two. */
+#define ROUND_UP(n, pow2) (((n) + (pow2) - 1) & ~((uint64_t) (pow2) - 1))
+#define ROUND_DOWN(n, pow2) ((n) & ~((uint64_t) (pow2) - 1))
+#define DIV_ROUND_UP(n, d) (((n) + (d) - 1) / (d))
+
+static inline bool
+is_power_of_2 (uint64_t v)
+{
+  return v && (v & (v - 1)) == 0;
+}
+
+static inline unsigned
+log_2 (uint64_t v)
+{
+  return 63 - __builtin_clzll (v);
+}
+
+/* Little-endian loads and stores for the on-disk structures (the
+ * configure script refuses big-endian hosts, so these are memcpy).
+ */
+static inline uint64_t
+get_le64 (const unsigned char *p)
+{
+  uint64_t v;
+  memcpy (&v, p, 8);
+  return v;
+}
+
+static inline uint32_t
+get_le32 (const unsigned char *p)
+{
+  uint32_t v;
+  memcpy (&v, p, 4);
+  return v;
+}
+
+static inline uint16_t
+get_le16 (const unsigned char *p)
+{
+  uint16_t v;
+  memcpy (&v, p, 2);
+  return v;
+}
+
+static inline void
+put_le64 (unsigned char *p, uint64_t v)
+{
+  memcpy (p, &v, 8);
+}
+
+static inline void
+put_le32 (unsigned char *p, uint32_t v)
+{
+  memcpy (p, &v, 4);
+}
+
+static inline void
+put_le16 (unsigned char *p, uint16_t v)
+{
+  memcpy (p, &v, 2);
+}
+
+/* A mutex held until the end of the enclosing scope. */
+static inline void
+unlock_cleanup (pthread_mutex_t **m)
+{
+  pthread_mutex_unlock (*m);
+}
+#define SCOPED_LOCK_CONCAT_(a, b) a##b
+#define SCOPED_LOCK_CONCAT(a, b) SCOPED_LOCK_CONCAT_ (a, b)
+#define SCOPED_LOCK(m)                                                  \
+  __attribute__ ((cleanup (unlock_cleanup)))                            \
+  pthread_mutex_t *SCOPED_LOCK_CONCAT (scoped_lock_, __LINE__) = (m);   \
+  pthread_mutex_lock (SCOPED_LOCK_CONCAT (scoped_lock_, __LINE__))
+
+#endif /* DIRTYBITMAP_UTIL_H */

@@ -1,0 +1,214 @@
+/* bitmap.c: dirtybitmap bitmap: the actions of the filter's action=
+ * (and of qemu-img bitmap) on a file offline, several in one call,
+ * applied in order, all or nothing.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <string.h>
+#include <errno.h>
+#include <getopt.h>
+#include <unistd.h>
+
+#include "actions.h"
+#include "dirtybitmap.h"
+#include "util.h"
+
+static void __attribute__ ((noreturn))
+bitmap_usage (int status)
+{
+  fprintf (status ? stderr : stdout,
+"Usage: %s bitmap (--add | --remove | --clear | --enable | --disable |\n"
+"                  --merge SRC)... [-b SOURCE_FILE] [-g GRANULARITY]\n"
+"                  [--size SIZE] FILE BITMAP\n"
+"\n"
+"Apply the actions, in order, to bitmap BITMAP of the bitmap file FILE.\n"
+"Either all of them take effect or none does.\n"
+"\n"
+"  --add            create BITMAP, empty and recording\n"
+"  --remove         delete BITMAP\n"
+"  --clear          mark every granule of BITMAP clean\n"
+"  --enable         make BITMAP record writes\n"
+"  --disable        stop BITMAP recording (it still answers)\n"
+"  --merge SRC      BITMAP |= SRC\n"
+"  -b SOURCE_FILE   take --merge sources from this bitmap file\n"
+"  -g GRANULARITY   granularity of --add: a power of 2, 512 to 2G\n"
+"                   (default 64K)\n"
+"  --size SIZE      create FILE for a disk of SIZE bytes\n",
+           prog);
+  exit (status);
+}
+
+struct opts {
+  struct action *acts;
+  size_t n;
+  const char *source_file;
+  int64_t granularity;          /* -1: not given */
+  int64_t size;                 /* -1: not given */
+};
+
+static int
+push (struct opts *o, enum act_kind kind, const char *src)
+{
+  struct action *a = realloc (o->acts, (o->n + 1) * sizeof *a);
+
+  if (a == NULL) {
+    perror (prog);
+    return -1;
+  }
+  o->acts = a;
+  a[o->n++] = (struct action) { .kind = kind, .src = src };
+  return 0;
+}
+
+static bool
+has (const struct opts *o, enum act_kind kind)
+{
+  size_t i;
+
+  for (i = 0; i < o->n; ++i)
+    if (o->acts[i].kind == kind)
+      return true;
+  return false;
+}
+
+/* Parse the options; returns 0, or the exit status. */
+static int
+parse (int argc, char *argv[], struct opts *o)
+{
+  enum { ADD = 256, REMOVE, CLEAR, ENABLE, DISABLE, MERGE, SIZE };
+  static const struct option long_options[] = {
+    { "help", no_argument, NULL, 'h' },
+    { "add", no_argument, NULL, ADD },
+    { "remove", no_argument, NULL, REMOVE },
+    { "clear", no_argument, NULL, CLEAR },
+    { "enable", no_argument, NULL, ENABLE },
+    { "disable", no_argument, NULL, DISABLE },
+    { "merge", required_argument, NULL, MERGE },
+    { "size", required_argument, NULL, SIZE },
+    { NULL }
+  };
+  int c, r = 0;
+
+  while (r == 0 &&
+         (c = getopt_long (argc, argv, "hb:g:", long_options, NULL)) != -1) {
+    switch (c) {
+    case 'h': bitmap_usage (EXIT_SUCCESS);
+    case ADD: r = push (o, ACT_ADD, NULL); break;
+    case REMOVE: r = push (o, ACT_REMOVE, NULL); break;
+    case CLEAR: r = push (o, ACT_CLEAR, NULL); break;
+    case ENABLE: r = push (o, ACT_ENABLE, NULL); break;
+    case DISABLE: r = push (o, ACT_DISABLE, NULL); break;
+    case MERGE:
+      if (*optarg == '\0' || strlen (optarg) > BMF_MAX_NAME)
+        return bad_usage ("bitmap ", "--merge: the source name must be "
+                          "1 to %d bytes", BMF_MAX_NAME);
+      r = push (o, ACT_MERGE, optarg);
+      break;
+    case 'b': o->source_file = optarg; break;
+    case 'g':
+      o->granularity = parse_size (optarg);
+      if (o->granularity < 512 || o->granularity > (INT64_C (1) << 31) ||
+          !is_power_of_2 (o->granularity))
+        return bad_usage ("bitmap ", "-g %s: granularity must be a power "
+                          "of 2 from 512 to 2G", optarg);
+      break;
+    case SIZE:
+      if ((o->size = parse_size (optarg)) == -1)
+        return bad_usage ("bitmap ", "--size %s: not a size", optarg);
+      break;
+    default:
+      return bad_usage ("bitmap ", "bad option");
+    }
+  }
+  if (r)
+    return EXIT_FAILURE;
+  if (o->n == 0)
+    return bad_usage ("bitmap ", "need at least one of --add, --remove, "
+                      "--clear, --enable, --disable, or --merge");
+  if (o->granularity != -1 && !has (o, ACT_ADD))
+    return bad_usage ("bitmap ", "granularity only supported with --add");
+  if (o->source_file && !has (o, ACT_MERGE))
+    return bad_usage ("bitmap ", "merge bitmap source file only supported "
+                      "with --merge");
+  if (optind != argc - 2)
+    return bad_usage ("bitmap ", "expecting FILE and BITMAP");
+  return 0;
+}
+
+/* Open FILE for writing, creating it when --size says so. */
+static struct bmf *
+open_target (const char *path, int64_t size, bool *created)
+{
+  struct bmf *f;
+
+  *created = false;
+  if (size >= 0 && access (path, F_OK) == -1 && errno == ENOENT) {
+    f = bmf_create_sized (path, size);
+    *created = f != NULL;
+    return f;
+  }
+  f = bmf_open (path, BMF_LOCK_EXCLUSIVE, false);
+  if (f == NULL && errno == ENOENT)
+    fprintf (stderr, "%s: use --size SIZE to create it\n", prog);
+  if (f && size >= 0 && f->st.sized && f->st.disk_size != (uint64_t) size) {
+    fprintf (stderr, "%s: %s: already exists for a disk of %" PRIu64
+             " bytes, not %" PRIi64 "\n", prog, path, f->st.disk_size, size);
+    bmf_close (f);
+    return NULL;
+  }
+  return f;
+}
+
+int
+do_bitmap (int argc, char *argv[])
+{
+  struct opts o = { .granularity = -1, .size = -1 };
+  struct bmf *f = NULL, *src = NULL;
+  struct bmf_txn *t = NULL;
+  struct act_params p;
+  bool created = false;
+  int r;
+
+  if ((r = parse (argc, argv, &o)) != 0)
+    goto out;
+  r = EXIT_FAILURE;
+  p = (struct act_params) {
+    .bitmap = argv[optind + 1],
+    .gbits = o.granularity == -1 ? BMF_DEFAULT_GBITS : log_2 (o.granularity),
+  };
+  if (strlen (p.bitmap) == 0 || strlen (p.bitmap) > BMF_MAX_NAME) {
+    bad_usage ("bitmap ", "BITMAP must be 1 to %d bytes", BMF_MAX_NAME);
+    goto out;
+  }
+  if (o.source_file) {
+    src = bmf_open (o.source_file, BMF_LOCK_SHARED, false);
+    if (src == NULL)
+      goto out;
+    p.merge_file = src;
+  }
+  f = open_target (argv[optind], o.size, &created);
+  if (f == NULL)
+    goto out;
+  t = act_begin (f, o.acts, o.n, &p);
+  if (t && o.size >= 0 && !t->st.sized && bmf_txn_resize (t, o.size) == -1) {
+    fprintf (stderr, "%s: %s\n", prog, t->err);
+    bmf_txn_abort (t);
+    t = NULL;
+  }
+  if (t && bmf_txn_commit (t) == 0)
+    r = EXIT_SUCCESS;
+
+ out:
+  /* All or nothing: a file this call created goes again. */
+  if (r != EXIT_SUCCESS && created)
+    unlink (argv[optind]);
+  bmf_close (f);
+  bmf_close (src);
+  free (o.acts);
+  return r;
+}

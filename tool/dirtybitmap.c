@@ -1,0 +1,192 @@
+/* dirtybitmap.c: the dirtybitmap command: main, usage, dispatch to
+ * the subcommands, and helpers they share.  See dirtybitmap(1).
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+#include <ctype.h>
+#include <errno.h>
+#include <libgen.h>
+
+#include "dirtybitmap.h"
+#include "msg.h"
+#include "util.h"
+
+const char *prog = "dirtybitmap";
+bool verbose;
+
+void
+bm_error (const char *fs, ...)
+{
+  va_list args;
+
+  fprintf (stderr, "%s: ", prog);
+  va_start (args, fs);
+  vfprintf (stderr, fs, args);
+  va_end (args);
+  fputc ('\n', stderr);
+}
+
+void
+bm_debug (const char *fs, ...)
+{
+  va_list args;
+
+  if (!verbose)
+    return;
+  fprintf (stderr, "%s: debug: ", prog);
+  va_start (args, fs);
+  vfprintf (stderr, fs, args);
+  va_end (args);
+  fputc ('\n', stderr);
+}
+
+int
+bad_usage (const char *sub, const char *fs, ...)
+{
+  va_list args;
+
+  fprintf (stderr, "%s: ", prog);
+  va_start (args, fs);
+  vfprintf (stderr, fs, args);
+  va_end (args);
+  fprintf (stderr, "\nTry '%s %s--help' for more information.\n",
+           prog, sub ? sub : "");
+  return EXIT_FAILURE;
+}
+
+int64_t
+parse_size (const char *s)
+{
+  static const char suffixes[] = "KMGTPE";
+  const char *p;
+  char *end;
+  uint64_t v;
+  int shift = 0;
+
+  if (!isdigit ((unsigned char) *s))
+    return -1;
+  errno = 0;
+  v = strtoull (s, &end, 10);
+  if (errno)
+    return -1;
+  if (*end && (p = strchr (suffixes, toupper ((unsigned char) *end)))) {
+    shift = 10 * (p - suffixes + 1);
+    end++;
+    if (*end == 'i')
+      end++;
+    if (*end == 'B')
+      end++;
+  }
+  else if (*end == 'B' || *end == 'b')
+    end++;
+  if (*end || (shift && v > (UINT64_C (1) << (63 - shift)) - 1))
+    return -1;
+  v <<= shift;
+  return v > INT64_MAX ? -1 : (int64_t) v;
+}
+
+int
+parse_output (const char *sub, const char *value)
+{
+  if (strcmp (value, "human") == 0)
+    return 0;
+  if (strcmp (value, "json") == 0)
+    return 1;
+  bad_usage (sub, "--output=%s: must be human or json", value);
+  return -1;
+}
+
+void
+print_json_string (FILE *fp, const char *s)
+{
+  fputc ('"', fp);
+  for (; *s; ++s) {
+    unsigned char c = *s;
+    if (c == '"' || c == '\\')
+      fprintf (fp, "\\%c", c);
+    else if (c < 0x20)
+      fprintf (fp, "\\u%04x", c);
+    else
+      fputc (c, fp);
+  }
+  fputc ('"', fp);
+}
+
+void
+for_each_run (const struct bits *b, unsigned gbits, uint64_t disk_size,
+              void (*fn) (uint64_t, uint64_t, bool, void *), void *opaque)
+{
+  uint64_t g = 0, n = b->nr_bits;
+
+  while (g < n) {
+    bool dirty = bits_test (b, g);
+    uint64_t e = dirty ? bits_next_clear (b, g, n) : bits_next_set (b, g, n);
+    uint64_t start = g << gbits, end = MIN (e << gbits, disk_size);
+    fn (start, end - start, dirty, opaque);
+    g = e;
+  }
+}
+
+static void __attribute__ ((noreturn))
+usage (int status)
+{
+  FILE *fp = status ? stderr : stdout;
+
+  fprintf (fp,
+"%s: manage the bitmap files of nbdkit-dirtybitmap-filter, and copy\n"
+"the changed blocks of a disk (pull-mode incremental backup).\n"
+"\n"
+"Usage:\n"
+"  %s info [--output=human|json] [-U] FILE\n"
+"  %s bitmap (--add | --remove | --clear | --enable | --disable |\n"
+"            --merge SRC)... [-b SOURCE_FILE] [-g GRANULARITY]\n"
+"            [--size SIZE] FILE BITMAP\n"
+"  %s map [--output=human|json] [-U] FILE BITMAP\n"
+"  %s check FILE\n"
+"  %s copy [-p] [--requests N] [--connections N] [--request-size SIZE]\n"
+"            [--full] SOURCE_URI TARGET\n"
+"\n"
+"Examples:\n"
+"  %s bitmap --add --size 10G disk.img.bitmaps b0\n"
+"  %s info disk.img.bitmaps\n"
+"  %s copy -p nbd+unix:///?socket=/tmp/sock backup.img\n"
+"\n"
+"'%s SUBCOMMAND --help' describes a subcommand; see dirtybitmap(1).\n",
+           prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
+  exit (status);
+}
+
+int
+main (int argc, char *argv[])
+{
+  static const struct {
+    const char *name;
+    int (*fn) (int, char **);
+  } subs[] = {
+    { "info", do_info }, { "bitmap", do_bitmap }, { "map", do_map },
+    { "check", do_check }, { "copy", do_copy },
+  };
+  size_t i;
+
+  prog = basename (argv[0]);
+  if (getenv ("DIRTYBITMAP_DEBUG"))
+    verbose = true;
+  if (argc < 2)
+    usage (EXIT_FAILURE);
+  if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0)
+    usage (EXIT_SUCCESS);
+  if (strcmp (argv[1], "--version") == 0 || strcmp (argv[1], "-V") == 0) {
+    printf ("%s %s\n", prog, PACKAGE_VERSION);
+    return EXIT_SUCCESS;
+  }
+  for (i = 0; i < sizeof subs / sizeof subs[0]; ++i)
+    if (strcmp (argv[1], subs[i].name) == 0)
+      return subs[i].fn (argc - 1, argv + 1);
+  return bad_usage (NULL, "unknown subcommand '%s'", argv[1]);
+}

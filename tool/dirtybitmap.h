@@ -1,0 +1,48 @@
+/* dirtybitmap.h: what the tool's subcommands share.  Functions here
+ * print their own errors; subcommands return the exit status.
+ */
+
+#ifndef DIRTYBITMAP_TOOL_H
+#define DIRTYBITMAP_TOOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bmfile.h"
+
+extern const char *prog;
+extern bool verbose;
+
+/* Subcommands: argc/argv start at the subcommand name. */
+extern int do_info (int argc, char *argv[]);
+extern int do_bitmap (int argc, char *argv[]);
+extern int do_map (int argc, char *argv[]);
+extern int do_check (int argc, char *argv[]);
+extern int do_copy (int argc, char *argv[]);
+
+/* "1M", "64K", "512": sizes with optional K/M/G/T/P/E (powers of
+ * 1024) and an optional B or iB; -1 on error (not reported).
+ */
+extern int64_t parse_size (const char *s);
+
+/* "--output=human|json": returns 0 human, 1 json, -1 (reported). */
+extern int parse_output (const char *sub, const char *value);
+
+/* Print a JSON string with quotes and escapes. */
+extern void print_json_string (FILE *fp, const char *s);
+
+/* Walk the dirty runs of a bitmap: calls fn for each maximal run of
+ * clean or dirty bytes covering [0, disk_size), in order.
+ */
+extern void for_each_run (const struct bits *b, unsigned gbits,
+                          uint64_t disk_size,
+                          void (*fn) (uint64_t offset, uint64_t length,
+                                      bool dirty, void *opaque),
+                          void *opaque);
+
+/* "Try 'dirtybitmap SUB --help'" and exit status 1. */
+extern int bad_usage (const char *sub, const char *fs, ...)
+  __attribute__ ((format (printf, 2, 3)));
+
+#endif /* DIRTYBITMAP_TOOL_H */

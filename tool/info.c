@@ -1,0 +1,194 @@
+/* info.c: dirtybitmap info: the disk size, the file's state and, for
+ * each bitmap, its granularity, whether it records, whether it is
+ * consistent and how many bytes are dirty.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <string.h>
+#include <errno.h>
+#include <getopt.h>
+#include <sys/file.h>
+
+#include "dirtybitmap.h"
+#include "util.h"
+
+static void __attribute__ ((noreturn))
+info_usage (int status)
+{
+  fprintf (status ? stderr : stdout,
+"Usage: %s info [--output=human|json] [-U] FILE\n"
+"\n"
+"Show the disk size recorded in the bitmap file FILE and, for each\n"
+"bitmap, its granularity, whether it is recording, whether it is\n"
+"consistent and how many bytes are dirty.\n"
+"\n"
+"  --output=json     machine-readable output (see dirtybitmap(1))\n"
+"  -U, --force-share read a file that a running nbdkit holds (a snapshot)\n",
+           prog);
+  exit (status);
+}
+
+static void
+add_dirty (uint64_t offset, uint64_t length, bool dirty, void *opaque)
+{
+  if (dirty)
+    *(uint64_t *) opaque += length;
+}
+
+/* "closed", "in-use" or "unclean". */
+static const char *
+file_state (const struct bmf *f)
+{
+  if (!f->unclean)
+    return "closed";
+  /* Somebody holds the write lock: it is open, not crashed. */
+  if (flock (f->fd, LOCK_SH | LOCK_NB) == -1 && errno == EWOULDBLOCK)
+    return "in-use";
+  if (f->lock == BMF_LOCK_NONE)
+    flock (f->fd, LOCK_UN);
+  return "unclean";
+}
+
+static int
+bitmap_dirty_bytes (struct bmf *f, const struct bmf_bitmap *bm,
+                    uint64_t *bytes)
+{
+  struct bits b;
+
+  *bytes = 0;
+  if (bmf_map (f, &f->st, bm, false, &b) == -1)
+    return -1;
+  for_each_run (&b, bm->gbits, f->st.disk_size, add_dirty, bytes);
+  bmf_unmap (&b);
+  return 0;
+}
+
+static void
+print_human (struct bmf *f, const char *state, const uint64_t *dirty)
+{
+  const struct bmf_state *st = &f->st;
+  size_t i;
+
+  printf ("file: %s\n", f->path);
+  printf ("format version: %d\n", BMF_VERSION);
+  if (st->sized)
+    printf ("disk size: %" PRIu64 "\n", st->disk_size);
+  else
+    printf ("disk size: unknown (no client has connected yet)\n");
+  if (strcmp (state, "closed") == 0)
+    printf ("state: closed cleanly\n");
+  else
+    printf ("state: %s (pid %" PRIu64 ", durability=%s%s)\n",
+            strcmp (state, "in-use") == 0 ? "in use" : "not closed cleanly",
+            st->open_pid, st->open_mode == BMF_STRICT ? "strict" : "flush",
+            strcmp (state, "in-use") == 0 ? "" :
+            f->rebooted ? ", machine restarted since" : ", same boot");
+  printf ("bitmaps:%s\n", st->nr_bitmaps ? "" : " none");
+  for (i = 0; i < st->nr_bitmaps; ++i) {
+    const struct bmf_bitmap *bm = &st->bitmaps[i];
+    bool consistent = !(bm->flags & BMF_INCONSISTENT);
+    printf ("    [%zu]:\n", i);
+    printf ("        name: %s\n", bm->name);
+    printf ("        granularity: %" PRIu64 "\n", UINT64_C (1) << bm->gbits);
+    printf ("        recording: %s\n",
+            (bm->flags & BMF_ENABLED) && consistent ? "true" : "false");
+    printf ("        consistent: %s\n", consistent ? "true" : "false");
+    printf ("        dirty bytes: %" PRIu64 "\n", dirty[i]);
+  }
+}
+
+static void
+print_json (struct bmf *f, const char *state, const uint64_t *dirty)
+{
+  const struct bmf_state *st = &f->st;
+  size_t i;
+
+  printf ("{\n    \"filename\": ");
+  print_json_string (stdout, f->path);
+  printf (",\n    \"format-version\": %d,\n", BMF_VERSION);
+  if (st->sized)
+    printf ("    \"disk-size\": %" PRIu64 ",\n", st->disk_size);
+  else
+    printf ("    \"disk-size\": null,\n");
+  printf ("    \"state\": \"%s\",\n", state);
+  printf ("    \"bitmaps\": [");
+  for (i = 0; i < st->nr_bitmaps; ++i) {
+    const struct bmf_bitmap *bm = &st->bitmaps[i];
+    bool consistent = !(bm->flags & BMF_INCONSISTENT);
+    printf ("%s\n        {\n            \"name\": ", i ? "," : "");
+    print_json_string (stdout, bm->name);
+    printf (",\n            \"granularity\": %" PRIu64 ",\n",
+            UINT64_C (1) << bm->gbits);
+    printf ("            \"recording\": %s,\n",
+            (bm->flags & BMF_ENABLED) && consistent ? "true" : "false");
+    printf ("            \"consistent\": %s,\n",
+            consistent ? "true" : "false");
+    printf ("            \"dirty-bytes\": %" PRIu64 "\n        }",
+            dirty[i]);
+  }
+  printf ("%s]\n}\n", st->nr_bitmaps ? "\n    " : "");
+}
+
+int
+do_info (int argc, char *argv[])
+{
+  static const struct option long_options[] = {
+    { "help", no_argument, NULL, 'h' },
+    { "output", required_argument, NULL, 'o' },
+    { "force-share", no_argument, NULL, 'U' },
+    { NULL }
+  };
+  int c, json = 0;
+  bool force = false;
+  struct bmf *f;
+  uint64_t *dirty;
+  const char *state;
+  size_t i;
+
+  while ((c = getopt_long (argc, argv, "hU", long_options, NULL)) != -1) {
+    switch (c) {
+    case 'h': info_usage (EXIT_SUCCESS);
+    case 'U': force = true; break;
+    case 'o':
+      if ((json = parse_output ("info ", optarg)) == -1)
+        return EXIT_FAILURE;
+      break;
+    default: return bad_usage ("info ", "bad option");
+    }
+  }
+  if (optind != argc - 1)
+    return bad_usage ("info ", "expecting one FILE");
+
+  f = bmf_open (argv[optind], force ? BMF_LOCK_NONE : BMF_LOCK_SHARED,
+                false);
+  if (f == NULL) {
+    if (errno == EBUSY)
+      fprintf (stderr, "%s: use -U to read it while it is in use\n", prog);
+    return EXIT_FAILURE;
+  }
+  dirty = calloc (MAX (f->st.nr_bitmaps, 1), sizeof *dirty);
+  if (dirty == NULL) {
+    perror (prog);
+    bmf_close (f);
+    return EXIT_FAILURE;
+  }
+  for (i = 0; i < f->st.nr_bitmaps; ++i)
+    if (bitmap_dirty_bytes (f, &f->st.bitmaps[i], &dirty[i]) == -1) {
+      free (dirty);
+      bmf_close (f);
+      return EXIT_FAILURE;
+    }
+  state = file_state (f);
+  if (json)
+    print_json (f, state, dirty);
+  else
+    print_human (f, state, dirty);
+  free (dirty);
+  bmf_close (f);
+  return EXIT_SUCCESS;
+}
