@@ -1,7 +1,8 @@
 /* bmfile.c: the bitmap file: open, lock, validate, map, and commit
  * metadata atomically.
  *
- * The byte layout is documented in dirtybitmap(1), FILE FORMAT.  In
+ * The byte layout is documented in nbdkit-dirtybitmap-filter(1), FILE
+ * FORMAT.  In
  * short: two 4096 byte header slots, each with a sequence number and
  * a CRC-32C; the valid slot with the highest sequence number is
  * current.  It points to a directory (one entry per bitmap, CRC-32C in

@@ -1,4 +1,4 @@
-/* bmfile.h: the bitmap file (format in dirtybitmap(1) "FILE FORMAT"):
+/* bmfile.h: the bitmap file (nbdkit-dirtybitmap-filter(1), FILE FORMAT):
  * open and lock it, validate every field, map bitmap data, and change
  * it through transactions that commit atomically.
  */
