@@ -2,8 +2,7 @@
  * metadata atomically.
  *
  * The byte layout is documented in nbdkit-dirtybitmap-filter(1), FILE
- * FORMAT.  In
- * short: two 4096 byte header slots, each with a sequence number and
+ * FORMAT.  In short: two 4096 byte header slots, each with a sequence number and
  * a CRC-32C; the valid slot with the highest sequence number is
  * current.  It points to a directory (one entry per bitmap, CRC-32C in
  * the header) and every entry to a 4096-aligned data region of
