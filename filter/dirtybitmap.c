@@ -149,7 +149,7 @@ dirtybitmap_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   }
   else if (strcmp (key, "merge-file") == 0) {
     free (merge_file);
-    merge_file = nbdkit_realpath (value);
+    merge_file = nbdkit_absolute_path (value);
     return merge_file ? 0 : -1;
   }
   else if (strcmp (key, "extents") == 0) {

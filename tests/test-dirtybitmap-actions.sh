@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# The actions: add, remove, clear, enable, disable, merge:SRC, applied
+# in order, all or nothing, with qemu-img bitmap's rules.
+source ./functions.sh
+set -e
+set -x
+requires_dirtybitmap_filter
+
+# Data everywhere: the file plugin reports no zero ranges, so every
+# dirty range shows as data.
+yes | head -c 1M > disk.img
+
+# write args...: nbdkit with the filter; the client writes one byte at
+# each offset given in $offsets.
+write ()
+{
+    nbdkit -U - --filter="$FILTER" file disk.img "$@" \
+           --run 'for o in $offsets; do
+                      nbdsh -u "$uri" -c "h.pwrite(b\"x\", $o)"; done'
+}
+map ()
+{
+    map_of -r --filter="$FILTER" file disk.img bitmap="$1" > "$1.map"
+}
+fails ()
+{
+    local msg="$1"; shift
+    local sum=$(md5sum < disk.img.bitmaps)
+    if nbdkit -U - --filter="$FILTER" file disk.img "$@" --run true \
+              2> fails.err; then
+        echo "$0: nbdkit $* should have failed"; exit 1
+    fi
+    cat fails.err
+    grep -F -- "$msg" fails.err
+    test "$(md5sum < disk.img.bitmaps)" = "$sum"
+}
+
+# add: empty and recording.
+offsets="" write bitmap=b0 action=add
+map b0
+expect b0.map <<'EOF2'
+         0     1048576    1  hole
+EOF2
+offsets="0 200000" write bitmap=b0
+map b0
+expect b0.map <<'EOF2'
+         0       65536    0  data
+     65536      131072    1  hole
+    196608       65536    0  data
+    262144      786432    1  hole
+EOF2
+
+# The rules of qemu-img bitmap, each naming the action and bitmap.
+fails "dirtybitmap: action add on bitmap b0 failed: bitmap b0 already exists" \
+      bitmap=b0 action=add
+fails "dirtybitmap: action remove on bitmap b9 failed: bitmap b9 not found" \
+      bitmap=b9 action=remove
+fails "dirtybitmap: action clear on bitmap b9 failed: bitmap b9 not found" \
+      bitmap=b9 action=clear
+fails "dirtybitmap: action enable on bitmap b9 failed: bitmap b9 not found" \
+      bitmap=b9 action=enable
+fails "dirtybitmap: action disable on bitmap b9 failed: bitmap b9 not found" \
+      bitmap=b9 action=disable
+fails "dirtybitmap: action merge:b0 on bitmap b9 failed: bitmap b9 not found" \
+      bitmap=b9 action=merge:b0
+fails "dirtybitmap: action merge:b9 on bitmap b1 failed: bitmap b9 not found" \
+      bitmap=b1 action=add action=merge:b9
+
+# All or nothing: the add above did not happen, nor does this clear.
+fails "dirtybitmap: action add on bitmap b0 failed: bitmap b0 already exists" \
+      bitmap=b0 action=clear action=add
+map b0
+grep -F "196608       65536    0  data" b0.map
+fails "bitmap b1 not found" bitmap=b1
+
+# disable: records nothing more, still answers; enable: records again.
+offsets="" write bitmap=b0 action=disable
+offsets="500000" write bitmap=b0
+map b0
+expect b0.map <<'EOF2'
+         0       65536    0  data
+     65536      131072    1  hole
+    196608       65536    0  data
+    262144      786432    1  hole
+EOF2
+offsets="600000" write bitmap=b0 action=enable
+map b0
+expect b0.map <<'EOF2'
+         0       65536    0  data
+     65536      131072    1  hole
+    196608       65536    0  data
+    262144      327680    1  hole
+    589824       65536    0  data
+    655360      393216    1  hole
+EOF2
+
+# A second bitmap starts clean; merge:SRC ORs, across granularities.
+# (b0 does not record this write.)
+offsets="" write bitmap=b0 action=disable
+offsets="1000000" write bitmap=b1 action=add granularity=4K
+map b1
+expect b1.map <<'EOF2'
+         0      999424    1  hole
+    999424        4096    0  data
+   1003520       45056    1  hole
+EOF2
+offsets="" write bitmap=b1 action=merge:b0
+map b1
+expect b1.map <<'EOF2'
+         0       65536    0  data
+     65536      131072    1  hole
+    196608       65536    0  data
+    262144      327680    1  hole
+    589824       65536    0  data
+    655360      344064    1  hole
+    999424        4096    0  data
+   1003520       45056    1  hole
+EOF2
+# A 4K granule dirties the whole 64K granule around it.
+map b0
+! grep -F "983040" b0.map
+offsets="" write bitmap=b0 action=merge:b1 action=enable
+map b0
+expect b0.map <<'EOF2'
+         0       65536    0  data
+     65536      131072    1  hole
+    196608       65536    0  data
+    262144      327680    1  hole
+    589824       65536    0  data
+    655360      327680    1  hole
+    983040       65536    0  data
+EOF2
+
+# clear, then several actions in order: clear b1, merge b0 into it.
+offsets="" write bitmap=b0 action=clear
+map b0
+expect b0.map <<'EOF2'
+         0     1048576    1  hole
+EOF2
+offsets="40000" write bitmap=b0
+offsets="" write bitmap=b1 action=clear action=merge:b0 action=disable
+map b1
+expect b1.map <<'EOF2'
+         0       65536    0  data
+     65536      983040    1  hole
+EOF2
+
+# remove: gone; without extents= the map passes through (a file with
+# no holes is all data).
+offsets="" write bitmap=b1 action=remove
+fails "bitmap b1 not found" bitmap=b1
+map_of -r --filter="$FILTER" file disk.img bitmap=b1 action=add \
+       action=remove > removed.map
+map_of -r file disk.img > plain.map
+diff -u plain.map removed.map
+fails "dirtybitmap: bitmap b1 not found in" \
+      bitmap=b1 action=add action=remove extents=bitmap
