@@ -22,6 +22,11 @@
  * never waits; any other takes a ticket, sets its bits, waits for the
  * group commit covering its ticket, then marks them durable.
  *
+ * The file records "open by this boot, in this mode" at the first
+ * bit this run sets, not at startup: a run that writes nothing (a
+ * backup reading through -r) leaves nothing to distrust if the machine
+ * then dies.
+ *
  * Resizing.  When a connection finds the disk size changed, the
  * bitmaps are copied into new regions of the new size under `lock`,
  * so no bit can be set meanwhile, committed, and the new set
@@ -60,6 +65,7 @@ static uint64_t requested;      /* tickets taken (atomic) */
 static uint64_t synced;         /* tickets on stable storage (atomic) */
 static bool syncing;            /* a thread is in fdatasync */
 static bool failed;             /* fdatasync failed: bits may be lost */
+static bool open_recorded;      /* the file says a run is writing it */
 
 struct bitmap_set *
 store_current (void)
@@ -212,7 +218,10 @@ store_open (const struct store_config *cfg, int *selected)
     bmf_txn_abort (t);
     goto err;
   }
-  bmf_txn_set_open (t, true, durability);
+  /* The previous run's bits are made durable by this commit, so a
+   * mark it left (a crash) can go.
+   */
+  bmf_txn_set_open (t, false, durability);
   s = build_set (&t->st);
   if (s == NULL) {
     bmf_txn_abort (t);
@@ -327,6 +336,27 @@ all_dirty (const struct bitmap_set *s, uint64_t offset, uint32_t count,
   return true;
 }
 
+/* Before the first bit of this run is set: record in the file that
+ * it is open, by which boot and in which mode (for reboot detection).
+ * Called with lock held.
+ */
+static int
+record_open_locked (void)
+{
+  struct bmf_txn *t;
+
+  if (open_recorded)
+    return 0;
+  t = bmf_txn_begin (file, false);
+  if (t == NULL)
+    return -1;
+  bmf_txn_set_open (t, true, durability);
+  if (bmf_txn_commit (t) == -1)
+    return -1;
+  open_recorded = true;
+  return 0;
+}
+
 /* First touch: with lock held, take a ticket, then set the bits in
  * the mapping (durable == false) or, after the sync, in the strict
  * mode copy (durable == true).
@@ -371,6 +401,10 @@ store_track (uint64_t offset, uint32_t count, bool fua, int *err)
 
   {
     SCOPED_LOCK (&lock);
+    if (record_open_locked () == -1) {
+      *err = EIO;
+      return -1;
+    }
     ticket = set_bits_locked (offset, count, false);
     if (!strict && !fua)
       return 0;
@@ -472,7 +506,7 @@ store_close (void)
       nbdkit_error ("dirtybitmap: %s: fdatasync: %m", file->path);
       failed = true;
     }
-    t = bmf_txn_begin (file, false);
+    t = (open_recorded || failed) ? bmf_txn_begin (file, false) : NULL;
     if (t) {
       /* Bits may be lost: say so rather than leave bitmaps that lie. */
       if (failed)
