@@ -1,0 +1,162 @@
+/* copy-ranges.c: the dirty ranges of the source, from its
+ * base:allocation block status as nbdkit-dirtybitmap-filter answers
+ * it: a hole is clean (not copied), data is dirty (copied), and zero
+ * is dirty and now reads as zeroes (zeroed on the target).
+ *
+ * A hole that also has the zero bit never comes from the filter (it
+ * reports clean ranges as holes only); a server that sends one is
+ * describing allocation, and the range reads as zeroes, so it is
+ * zeroed on the target: taking it as dirty is always safe, taking it
+ * as clean is not.
+ *
+ * The whole disk is scanned before copying starts, in requests of up
+ * to 4G, so the total of dirty bytes is known for the progress bar and
+ * for the "copy incomplete" message; the time this takes grows with
+ * the number of ranges, not with the size of the disk.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <string.h>
+#include <errno.h>
+
+#include <libnbd.h>
+
+#include "dirtybitmap.h"
+#include "msg.h"
+#include "copy.h"
+#include "util.h"
+
+/* Largest block status request: 4G minus 64K keeps it within the 32
+ * bit length of the protocol and aligned for any server minimum block
+ * size.
+ */
+#define MAX_BLOCK_STATUS (UINT64_C (0xffff0000))
+
+static int
+add_range (struct ranges *rs, uint64_t offset, uint64_t length, bool zero)
+{
+  struct range *last = rs->n ? &rs->r[rs->n - 1] : NULL;
+
+  if (length == 0)
+    return 0;
+  if (zero)
+    rs->zero_bytes += length;
+  else
+    rs->data_bytes += length;
+  if (last && last->zero == zero && last->offset + last->length == offset) {
+    last->length += length;
+    return 0;
+  }
+  if (rs->n == rs->cap) {
+    size_t cap = rs->cap ? rs->cap * 2 : 256;
+    struct range *r = realloc (rs->r, cap * sizeof *r);
+    if (r == NULL)
+      return -1;
+    rs->r = r;
+    rs->cap = cap;
+  }
+  rs->r[rs->n++] = (struct range) { offset, length, zero };
+  return 0;
+}
+
+struct scan {
+  struct ranges *out;
+  uint64_t size;
+  uint64_t pos;                 /* where the next extent must start */
+  bool failed;                  /* out of memory or a bad reply */
+  char msg[160];
+};
+
+static int
+extent_cb (void *opaque, const char *metacontext, uint64_t offset,
+           uint32_t *entries, size_t nr_entries, int *error)
+{
+  struct scan *s = opaque;
+  size_t i;
+
+  if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0 ||
+      *error || s->failed)
+    return 0;
+  if (offset != s->pos) {
+    snprintf (s->msg, sizeof s->msg,
+              "block status reply starts at offset %" PRIu64
+              ", expected %" PRIu64, offset, s->pos);
+    s->failed = true;
+    return 0;
+  }
+  for (i = 0; i + 1 < nr_entries && s->pos < s->size; i += 2) {
+    uint64_t length = MIN ((uint64_t) entries[i], s->size - s->pos);
+    uint32_t type = entries[i + 1];
+
+    if (type & LIBNBD_STATE_ZERO) {
+      if (add_range (s->out, s->pos, length, true) == -1)
+        goto nomem;
+    }
+    else if (!(type & LIBNBD_STATE_HOLE)) {
+      if (add_range (s->out, s->pos, length, false) == -1)
+        goto nomem;
+    }
+    s->pos += length;
+  }
+  return 0;
+
+ nomem:
+  snprintf (s->msg, sizeof s->msg, "%s", strerror (ENOMEM));
+  s->failed = true;
+  return 0;
+}
+
+int
+scan_ranges (struct nbd_handle *src, const char *uri, uint64_t size,
+             struct ranges *out)
+{
+  struct scan s = { .out = out, .size = size, .pos = 0 };
+
+  while (s.pos < size) {
+    uint64_t start = s.pos;
+    uint64_t count = MIN (size - start, MAX_BLOCK_STATUS);
+
+    if (nbd_block_status (src, count, start,
+                          (nbd_extent_callback) { .callback = extent_cb,
+                                                  .user_data = &s },
+                          0) == -1) {
+      bm_error ("copy: source %s: block status at offset %" PRIu64
+                ": %s", uri, start, nbd_get_error ());
+      return -1;
+    }
+    if (s.failed) {
+      bm_error ("copy: source %s: block status at offset %" PRIu64
+                ": %s", uri, start, s.msg);
+      return -1;
+    }
+    if (s.pos == start) {
+      bm_error ("copy: source %s: block status at offset %" PRIu64
+                " returned no extents", uri, start);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int
+full_range (uint64_t size, struct ranges *out)
+{
+  if (add_range (out, 0, size, false) == -1) {
+    bm_error ("copy: %s", strerror (ENOMEM));
+    return -1;
+  }
+  return 0;
+}
+
+void
+free_ranges (struct ranges *rs)
+{
+  free (rs->r);
+  rs->r = NULL;
+  rs->n = rs->cap = 0;
+}
