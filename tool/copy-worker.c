@@ -52,7 +52,8 @@ struct slot {
   int err;                      /* its errno, 0 on success */
   uint64_t offset;
   uint64_t length;
-  char *buf;                    /* request_size, allocated on first use */
+  char *buf;                    /* grown to the largest piece read */
+  size_t buf_size;
 };
 
 struct loop {
@@ -164,12 +165,15 @@ start_piece (struct loop *l, struct slot *s)
     return true;
   }
 
-  if (s->buf == NULL) {
-    s->buf = malloc (c->request_size);
-    if (s->buf == NULL) {
+  /* Small dirty ranges keep small buffers. */
+  if (s->buf_size < length) {
+    char *buf = realloc (s->buf, length);
+    if (buf == NULL) {
       copy_error (c, "%s", strerror (errno));
       return true;
     }
+    s->buf = buf;
+    s->buf_size = length;
   }
   if (nbd_aio_pread (l->src, s->buf, length, offset, cb, 0) == -1) {
     copy_error (c, "source %s: reading %" PRIu64 " bytes at offset %"
@@ -303,6 +307,14 @@ poll_handles (struct loop *l)
       r = nbd_aio_notify_write (h[k]);
     if (r == -1) {
       copy_error (c, "%s %s: %s", what[k], name[k], nbd_get_error ());
+      *dead[k] = true;
+    }
+    else if (nbd_aio_is_closed (h[k]) == 1 || nbd_aio_is_dead (h[k]) == 1) {
+      /* End of file where a reply could start: libnbd calls that a
+       * close, not an error, but the commands in flight are lost.
+       */
+      copy_error (c, "%s %s: the server closed the connection",
+                  what[k], name[k]);
       *dead[k] = true;
     }
   }
