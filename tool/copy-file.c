@@ -2,8 +2,8 @@
  * dirtybitmap copy: positioned writes, write-zeroes and the final
  * flush.
  *
- * Each write is handed to writeback at once (sync_file_range), so
- * that the final fdatasync does not have the whole copy to write.
+ * Each write is handed to writeback at once, and the page cache is
+ * kept from filling with the copy (see written()).
  *
  * Zeroes are made without writing a buffer of them: a regular file
  * gets fallocate PUNCH_HOLE|KEEP_SIZE (the range becomes sparse), or
@@ -42,6 +42,7 @@ file_target_open (struct file_target *t, const char *name, bool create,
   bool created = false;
 
   t->name = name;
+  pthread_mutex_init (&t->wb_lock, NULL);
   t->fd = open (name, O_RDWR | O_CLOEXEC);
   if (t->fd == -1 && errno == ENOENT && create) {
     t->fd = open (name, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644);
@@ -83,6 +84,36 @@ file_target_open (struct file_target *t, const char *name, bool create,
   return -1;
 }
 
+/* Writeback of what the copy writes.  Left to itself, the kernel
+ * lets the whole copy pile up in the page cache and then throttles the
+ * writer hard (or leaves everything to the final fdatasync).  So each
+ * written range is handed to writeback at once, and the range written
+ * WRITEBACK_WINDOW writes earlier, which has had time to reach the
+ * disk, is waited for and dropped from the page cache: the copy runs
+ * at the speed of the disk throughout and does not push other data out
+ * of the cache.  These are hints; the fdatasync at the end is what
+ * makes the copy durable, and errors surface there.
+ */
+static void
+written (struct file_target *t, uint64_t offset, uint64_t length)
+{
+  struct wb_range old;
+
+  {
+    SCOPED_LOCK (&t->wb_lock);
+    old = t->wb[t->wb_next];
+    t->wb[t->wb_next] = (struct wb_range) { offset, length };
+    t->wb_next = (t->wb_next + 1) % WRITEBACK_WINDOW;
+  }
+  sync_file_range (t->fd, offset, length, SYNC_FILE_RANGE_WRITE);
+  if (old.length) {
+    sync_file_range (t->fd, old.offset, old.length,
+                     SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                     SYNC_FILE_RANGE_WAIT_AFTER);
+    posix_fadvise (t->fd, old.offset, old.length, POSIX_FADV_DONTNEED);
+  }
+}
+
 int
 file_target_write (struct file_target *t, const void *buf, size_t count,
                    uint64_t offset)
@@ -101,12 +132,7 @@ file_target_write (struct file_target *t, const void *buf, size_t count,
     count -= r;
     offset += r;
   }
-  /* Start writing it out now rather than leave it all to the final
-   * flush: the copy then runs at the speed of the disk throughout
-   * instead of filling the page cache and waiting at the end.  Only a
-   * hint; the flush at the end is what makes the copy durable.
-   */
-  sync_file_range (t->fd, start, length, SYNC_FILE_RANGE_WRITE);
+  written (t, start, length);
   return 0;
 }
 
@@ -189,7 +215,9 @@ file_target_flush (struct file_target *t)
 void
 file_target_close (struct file_target *t)
 {
-  if (t->fd >= 0)
+  if (t->fd >= 0) {
     close (t->fd);
+    pthread_mutex_destroy (&t->wb_lock);
+  }
   t->fd = -1;
 }

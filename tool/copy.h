@@ -52,6 +52,11 @@ extern void free_ranges (struct ranges *rs);
 /* A file or block device target.  The operations return -1 with
  * errno set; they are safe to call from several threads at once.
  */
+#define WRITEBACK_WINDOW 16
+struct wb_range {
+  uint64_t offset, length;
+};
+
 struct file_target {
   const char *name;
   int fd;
@@ -61,6 +66,10 @@ struct file_target {
   size_t zero_buf_size;
   /* Which ways to zero have failed as unsupported (set once). */
   bool no_punch_hole, no_zero_range, no_blkzeroout;
+  /* The last ranges written, oldest at wb_next (see copy-file.c). */
+  pthread_mutex_t wb_lock;
+  struct wb_range wb[WRITEBACK_WINDOW];
+  unsigned wb_next;
 };
 
 /* Open an existing file or block device read-write and find its size;
