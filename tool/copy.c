@@ -33,6 +33,7 @@
 #define DEFAULT_REQUESTS 16
 #define MAX_REQUESTS 1024
 #define MAX_CONNECTIONS 64
+#define AUTO_CONNECTIONS 4              /* at most, and one per CPU */
 #define DEFAULT_REQUEST_SIZE (1 << 20)
 #define MIN_REQUEST_SIZE 512
 #define MAX_REQUEST_SIZE (32 << 20)
@@ -55,7 +56,7 @@ copy_usage (int status)
 "  -p, --progress        show a progress bar on stderr\n"
 "  --requests N          requests in flight per connection (default %d)\n"
 "  --connections N       connections, if the servers allow multi-conn\n"
-"                        (default 1)\n"
+"                        (default: one per CPU, up to 4, if they do)\n"
 "  --request-size SIZE   largest read and write (default 1M, or the\n"
 "                        server's maximum block size if smaller)\n"
 "  --full                copy every byte, whatever the extents say\n"
@@ -261,7 +262,7 @@ do_copy (int argc, char *argv[])
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .finished = PTHREAD_COND_INITIALIZER,
     .requests = DEFAULT_REQUESTS,
-    .connections = 1,
+    .connections = 0,           /* not given: see below */
     .request_size = DEFAULT_REQUEST_SIZE,
   };
   struct file_target file = { .fd = -1 };
@@ -273,7 +274,8 @@ do_copy (int argc, char *argv[])
   const char *src_uri, *dst;
   char *zero_buf = NULL;
   uint64_t size, dst_size, total, done, mb;
-  unsigned i, started = 0;
+  unsigned i, started = 0, max_connections;
+  long cpus;
   int opt, status = EXIT_FAILURE;
   double start;
   int64_t v;
@@ -316,9 +318,10 @@ do_copy (int argc, char *argv[])
   start = now ();
 
   /* The first connections: what the source is, and the target. */
-  c.src = calloc (c.connections, sizeof *c.src);
+  max_connections = c.connections ? c.connections : AUTO_CONNECTIONS;
+  c.src = calloc (max_connections, sizeof *c.src);
   if (dst_is_nbd)
-    c.dst = calloc (c.connections, sizeof *c.dst);
+    c.dst = calloc (max_connections, sizeof *c.dst);
   if (c.src == NULL || (dst_is_nbd && c.dst == NULL)) {
     bm_error ("copy: %s", strerror (errno));
     goto out;
@@ -384,19 +387,26 @@ do_copy (int argc, char *argv[])
   file.zero_buf = zero_buf;
   file.zero_buf_size = c.request_size;
 
-  /* More connections only where the servers allow multi-conn. */
-  if (c.connections > 1) {
+  /* More connections only where the servers allow multi-conn: as
+   * many as asked, or by default one per CPU up to AUTO_CONNECTIONS.
+   */
+  {
     const char *refuser = NULL;
     if (nbd_can_multi_conn (c.src[0]) != 1)
       refuser = src_uri;
     else if (dst_is_nbd && nbd_can_multi_conn (c.dst[0]) != 1)
       refuser = dst;
-    if (refuser) {
+    if (c.connections == 0) {
+      cpus = sysconf (_SC_NPROCESSORS_ONLN);
+      c.connections = refuser || cpus < 1 ? 1 : MIN (cpus, AUTO_CONNECTIONS);
+    }
+    else if (c.connections > 1 && refuser) {
       fprintf (stderr, "%s: copy: %s does not allow multi-conn: using "
                "1 connection\n", prog, refuser);
       c.connections = 1;
     }
   }
+  bm_debug ("copy: %u connections", c.connections);
   for (i = 1; i < c.connections; ++i) {
     if ((c.src[i] = connect_uri ("source", src_uri, false)) == NULL)
       goto out;
@@ -501,8 +511,8 @@ do_copy (int argc, char *argv[])
   status = EXIT_SUCCESS;
 
  out:
-  close_handles (c.dst, c.connections, status == EXIT_SUCCESS);
-  close_handles (c.src, c.connections, status == EXIT_SUCCESS);
+  close_handles (c.dst, max_connections, status == EXIT_SUCCESS);
+  close_handles (c.src, max_connections, status == EXIT_SUCCESS);
   file_target_close (&file);
   free (c.src);
   free (c.dst);
