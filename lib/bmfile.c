@@ -377,6 +377,23 @@ load_header (struct load *ld)
       problem (ld, "%s", s[i].why);
       return -1;
     }
+  /* A slot whose CRC holds was written whole.  If the newest such
+   * slot has a field this program rejects (an unknown feature, or
+   * corruption), it is not a torn write: falling back to the older
+   * slot would lose what it recorded (and the next commit would
+   * overwrite it), so the file is refused.
+   */
+  {
+    int newest = -1;
+    for (i = 0; i < 2; ++i)
+      if ((s[i].status == SLOT_OK || s[i].status == SLOT_FIELD) &&
+          (newest == -1 || s[i].st.seq > s[newest].st.seq))
+        newest = i;
+    if (newest >= 0 && s[newest].status == SLOT_FIELD) {
+      problem (ld, "%s", s[newest].why);
+      return -1;
+    }
+  }
   if (s[0].status == SLOT_OK &&
       (s[1].status != SLOT_OK || s[0].st.seq >= s[1].st.seq))
     ld->slot = 0;
