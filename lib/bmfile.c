@@ -567,10 +567,19 @@ check_tails (struct load *ld)
 
   for (i = 0; i < st->nr_bitmaps; ++i) {
     const struct bmf_bitmap *bm = &st->bitmaps[i];
-    uint64_t nbits = bmf_nr_bits (st->disk_size, bm->gbits);
-    uint64_t word;
+    uint64_t nbits, word;
 
-    if (bm->data_length == 0 || (nbits & 63) == 0)
+    /* Only where the entry itself is sound (else its problem is
+     * already reported, and gbits may be any number).
+     */
+    if (bm->gbits < BMF_MIN_GBITS || bm->gbits > BMF_MAX_GBITS ||
+        bm->data_length == 0 ||
+        bm->data_length != bmf_data_length (st->disk_size, bm->gbits) ||
+        bm->data_offset > ld->size ||
+        bm->data_length > ld->size - bm->data_offset)
+      continue;
+    nbits = bmf_nr_bits (st->disk_size, bm->gbits);
+    if ((nbits & 63) == 0)
       continue;
     if (pread (ld->fd, &word, 8, bm->data_offset + (nbits / 64) * 8) != 8)
       problem (ld, "bitmap %s: cannot read its data", bm->name);
