@@ -121,6 +121,8 @@ fails "dirtybitmap: action add on bitmap b0 failed: bitmap b0 already exists" \
 fails "dirtybitmap: action remove on bitmap b0 failed: bitmap b0 not found" \
       --remove --size 1M new.bitmaps b0
 test ! -e new.bitmaps
+fails "dirtybitmap: nodir/new.bitmaps: cannot create: No such file or directory" \
+      --add --size 1M nodir/new.bitmaps b0
 dirtybitmap map $bm b0 > b0.map.after
 cmp b0.map b0.map.after
 
@@ -219,7 +221,7 @@ expect copy.map <<'EOF2'
     589824       65536    0  data
     655360      393216    1  hole
 EOF2
-fails "dirtybitmap: action merge:b2 on bitmap b0 failed: bitmap b2 in other.bitmaps covers a disk of 1048576 bytes, but this disk is 2097152 bytes" \
+fails "dirtybitmap: copy2.bitmaps: --size 2097152 does not match the disk size of other.bitmaps, 1048576 bytes" \
       --add --merge b2 -b other.bitmaps --size 2M copy2.bitmaps b0
 test ! -e copy2.bitmaps
 
@@ -230,7 +232,10 @@ nbdkit -U - --filter="$FILTER" file disk.img bitmap-file=unsized.bitmaps \
 dirtybitmap bitmap --add -g 1K unsized.bitmaps b1
 dirtybitmap info unsized.bitmaps | grep -F "disk size: unknown"
 # Merging a source of known size gives it that size, all clean but
-# for the source's bits.
+# for the source's bits; --size must agree.
+fails "dirtybitmap: unsized.bitmaps: --size 2097152 does not match the disk size of copy.bitmaps, 1048576 bytes" \
+      --merge b0 -b copy.bitmaps --size 2M unsized.bitmaps b0
+dirtybitmap info unsized.bitmaps | grep -F "disk size: unknown"
 dirtybitmap bitmap --merge b0 -b copy.bitmaps --size 1M unsized.bitmaps b0
 dirtybitmap info unsized.bitmaps | grep -F "disk size: 1048576 (1 MiB)"
 dirtybitmap map unsized.bitmaps b0 | cmp - copy.map

@@ -221,21 +221,23 @@ do_bitmap (int argc, char *argv[])
   if (o.source_file && open_source (f, o.source_file, &src) == -1)
     goto out;
   p.merge_file = src;
+  /* A merge from another file gives a file of unknown size the
+   * source's size: it must be SIZE.  Checked before anything is
+   * written, so that the file stays as it was.
+   */
+  if (src && o.size >= 0 && src->st.sized &&
+      src->st.disk_size != (uint64_t) o.size) {
+    fprintf (stderr, "%s: %s: --size %" PRIi64 " does not match the disk "
+             "size of %s, %" PRIu64 " bytes\n",
+             prog, path, o.size, o.source_file, src->st.disk_size);
+    goto out;
+  }
   t = act_begin (f, o.acts, o.n, &p);
   if (t == NULL)
     goto out;
-  if (o.size >= 0) {
-    /* A merge from another file may have given FILE its disk size. */
-    if (t->st.sized && t->st.disk_size != (uint64_t) o.size) {
-      fprintf (stderr, "%s: %s: --size %" PRIi64 " does not match the disk "
-               "size of %s, %" PRIu64 " bytes\n",
-               prog, path, o.size, o.source_file, t->st.disk_size);
-      goto out;
-    }
-    if (!t->st.sized && bmf_txn_resize (t, o.size) == -1) {
-      fprintf (stderr, "%s: %s\n", prog, t->err);
-      goto out;
-    }
+  if (o.size >= 0 && !t->st.sized && bmf_txn_resize (t, o.size) == -1) {
+    fprintf (stderr, "%s: %s\n", prog, t->err);
+    goto out;
   }
   /* Every bit of an earlier run is on stable storage once this
    * commits (it syncs the file), so its "open" mark can go, as when
