@@ -200,7 +200,7 @@ other=$(md5sum < other.bitmaps)
 dirtybitmap bitmap --merge b2 -b other.bitmaps $bm b1
 test "$(md5sum < other.bitmaps)" = "$other"
 dirtybitmap map $bm b1 | cmp - b2.map
-dirtybitmap bitmap --clear --merge b2 --source-file $bm $bm b1
+dirtybitmap bitmap --clear --merge b1 --source-file $bm $bm b1
 dirtybitmap map $bm b1 > b1.map
 expect b1.map <<'EOF2'
          0     1048576    1  hole
