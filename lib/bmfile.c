@@ -23,6 +23,7 @@
 
 #include <config.h>
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdarg.h>
@@ -558,7 +559,9 @@ check_overlaps (struct load *ld)
   free (r);
 }
 
-/* Bits past the last granule must be clear (bmf_check only). */
+/* Bits past the last granule must be clear, in the last word and in
+ * the padding up to the end of the data (bmf_check only).
+ */
 static void
 check_tails (struct load *ld)
 {
@@ -567,7 +570,9 @@ check_tails (struct load *ld)
 
   for (i = 0; i < st->nr_bitmaps; ++i) {
     const struct bmf_bitmap *bm = &st->bitmaps[i];
-    uint64_t nbits, word;
+    uint64_t tail[BMF_ALIGN / 8], nbits, start;
+    size_t len, w;
+    bool dirty;
 
     /* Only where the entry itself is sound (else its problem is
      * already reported, and gbits may be any number).
@@ -578,12 +583,23 @@ check_tails (struct load *ld)
         bm->data_offset > ld->size ||
         bm->data_length > ld->size - bm->data_offset)
       continue;
+    /* From the word holding the last granule (or, when that word is
+     * full, the next one) to the end: at most 4096 bytes.
+     */
     nbits = bmf_nr_bits (st->disk_size, bm->gbits);
-    if ((nbits & 63) == 0)
+    start = (nbits / 64) * 8;
+    len = bm->data_length - start;
+    if (len == 0)
       continue;
-    if (pread (ld->fd, &word, 8, bm->data_offset + (nbits / 64) * 8) != 8)
+    assert (len <= sizeof tail);
+    if (pread (ld->fd, tail, len, bm->data_offset + start) != (ssize_t) len) {
       problem (ld, "bitmap %s: cannot read its data", bm->name);
-    else if (word >> (nbits & 63))
+      continue;
+    }
+    dirty = (nbits & 63) && (tail[0] >> (nbits & 63)) != 0;
+    for (w = (nbits & 63) ? 1 : 0; !dirty && w < len / 8; ++w)
+      dirty = tail[w] != 0;
+    if (dirty)
       problem (ld, "bitmap %s: bits set past the end of the disk",
                bm->name);
   }
