@@ -123,6 +123,25 @@ expect err <<'EOF2'
 dirtybitmap: c.bitmaps: bitmap b0: bits set past the end of the disk
 dirtybitmap: c.bitmaps: 1 problem found
 EOF2
+# ... also in the zero padding after the last word (b1: 245 granules
+# in 4 words, then 508 words of padding up to 4096 bytes).
+cp good.bitmaps c.bitmaps
+poke word 1 4 1
+r=0; dirtybitmap check c.bitmaps > out 2> err || r=$?
+test $r = 1
+expect err <<'EOF2'
+dirtybitmap: c.bitmaps: bitmap b1: bits set past the end of the disk
+dirtybitmap: c.bitmaps: 1 problem found
+EOF2
+cp good.bitmaps c.bitmaps
+poke word 1 511 0x8000000000000000
+r=0; dirtybitmap check c.bitmaps > out 2> err || r=$?
+test $r = 1
+grep -F "dirtybitmap: c.bitmaps: bitmap b1: bits set past the end of the disk" err
+# The last granule's own bit is no problem.
+cp good.bitmaps c.bitmaps
+poke word 1 3 0x10000000000000
+dirtybitmap check c.bitmaps
 
 # check lists every problem it finds.
 cp good.bitmaps c.bitmaps
