@@ -255,6 +255,21 @@ problem (struct load *ld, const char *fs, ...)
   ld->problems++;
 }
 
+/* What is wrong with a region (the directory, a bitmap's data) of a
+ * file whose header says it is file_length bytes long, or NULL.
+ */
+static const char *
+region_problem (uint64_t offset, uint64_t length, uint64_t file_length)
+{
+  if (offset % BMF_ALIGN != 0)
+    return "is not aligned to 4096 bytes";
+  if (offset < BMF_FIRST_REGION)
+    return "overlaps the header slots";
+  if (offset > file_length || length > file_length - offset)
+    return "lies outside the file";
+  return NULL;
+}
+
 enum slot_status { SLOT_OK, SLOT_SHORT, SLOT_MAGIC, SLOT_VERSION,
                    SLOT_CRC, SLOT_FIELD };
 
@@ -270,6 +285,7 @@ decode_slot (const unsigned char *buf, size_t got, struct slot *s)
 {
   uint32_t flags, incompat, hlen, mode;
   struct bmf_state *st = &s->st;
+  const char *rp;
 
   memset (s, 0, sizeof *s);
   if (got < 8 || memcmp (buf + H_MAGIC, magic, 8) != 0) {
@@ -340,17 +356,23 @@ decode_slot (const unsigned char *buf, size_t got, struct slot *s)
            st->file_length % BMF_ALIGN != 0)
     snprintf (s->why, sizeof s->why, "invalid file length %" PRIu64,
               st->file_length);
-  else if ((st->dir_length == 0) != (st->nr_bitmaps == 0) ||
-           (st->dir_length == 0 && st->dir_offset != 0) ||
-           (st->dir_length > 0 &&
-            (st->dir_offset < BMF_FIRST_REGION ||
-             st->dir_offset % BMF_ALIGN != 0 ||
-             st->dir_offset > st->file_length ||
-             st->dir_length > st->file_length - st->dir_offset)))
+  else if (st->dir_length == 0 && st->nr_bitmaps > 0)
     snprintf (s->why, sizeof s->why,
-              "directory (offset %" PRIu64 ", length %" PRIu32
-              ", %zu bitmaps) lies outside the file",
-              st->dir_offset, st->dir_length, st->nr_bitmaps);
+              "no directory, but %zu bitmaps", st->nr_bitmaps);
+  else if (st->dir_length > 0 && st->nr_bitmaps == 0)
+    snprintf (s->why, sizeof s->why,
+              "a directory of %" PRIu32 " bytes, but no bitmaps",
+              st->dir_length);
+  else if (st->dir_length == 0 && st->dir_offset != 0)
+    snprintf (s->why, sizeof s->why,
+              "directory offset %" PRIu64 " without a directory",
+              st->dir_offset);
+  else if (st->dir_length > 0 &&
+           (rp = region_problem (st->dir_offset, st->dir_length,
+                                 st->file_length)) != NULL)
+    snprintf (s->why, sizeof s->why,
+              "directory (offset %" PRIu64 ", length %" PRIu32 ") %s",
+              st->dir_offset, st->dir_length, rp);
   else
     s->status = SLOT_OK;
 }
@@ -474,6 +496,7 @@ load_dir (struct load *ld)
 
   for (i = 0, p = buf, end = buf + st->dir_length; i < n; ++i) {
     struct bmf_bitmap *bm = &st->bitmaps[i];
+    const char *rp;
     size_t nlen;
 
     if ((size_t) (end - p) < BMF_ENTRY_FIXED) {
@@ -518,14 +541,14 @@ load_dir (struct load *ld)
     if (bm->flags & ~BMF_ENTRY_FLAGS)
       problem (ld, "bitmap %s: unknown flags 0x%" PRIx32,
                bm->name, bm->flags & ~BMF_ENTRY_FLAGS);
-    if (bm->data_length == 0 ? bm->data_offset != 0 :
-        (bm->data_offset < BMF_FIRST_REGION ||
-         bm->data_offset % BMF_ALIGN != 0 ||
-         bm->data_offset > st->file_length ||
-         bm->data_length > st->file_length - bm->data_offset))
+    if (bm->data_length == 0 && bm->data_offset != 0)
+      problem (ld, "bitmap %s: data offset %" PRIu64 " without data",
+               bm->name, bm->data_offset);
+    else if (bm->data_length > 0 &&
+             (rp = region_problem (bm->data_offset, bm->data_length,
+                                   st->file_length)) != NULL)
       problem (ld, "bitmap %s: data (offset %" PRIu64 ", length %" PRIu64
-               ") lies outside the file", bm->name,
-               bm->data_offset, bm->data_length);
+               ") %s", bm->name, bm->data_offset, bm->data_length, rp);
   }
   if (i == n && p != end)
     problem (ld, "directory has %zu bytes after its last entry",
@@ -580,8 +603,8 @@ check_tails (struct load *ld)
     if (bm->gbits < BMF_MIN_GBITS || bm->gbits > BMF_MAX_GBITS ||
         bm->data_length == 0 ||
         bm->data_length != bmf_data_length (st->disk_size, bm->gbits) ||
-        bm->data_offset > ld->size ||
-        bm->data_length > ld->size - bm->data_offset)
+        region_problem (bm->data_offset, bm->data_length,
+                        MIN (st->file_length, ld->size)) != NULL)
       continue;
     /* From the word holding the last granule (or, when that word is
      * full, the next one) to the end: at most 4096 bytes.
