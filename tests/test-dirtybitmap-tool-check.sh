@@ -95,8 +95,17 @@ refused "boot id is not terminated" \
         poke set boot_id 0123456789012345678901234567890123456789
 refused "70000 bitmaps (the limit is 65535)" poke set nr_bitmaps 70000
 refused "invalid file length 4096" poke set file_length 4096
-refused "directory (offset 4096, length $dlen, 2 bitmaps) lies outside the file" \
+dir=$(python3 "$edit" good.bitmaps get dir_offset)
+refused "directory (offset 4096, length $dlen) overlaps the header slots" \
         poke set dir_offset 4096
+refused "directory (offset $((dir + 8)), length $dlen) is not aligned to 4096 bytes" \
+        poke set dir_offset $((dir + 8))
+refused "directory (offset $len, length $dlen) lies outside the file" \
+        poke set dir_offset $len
+refused "no directory, but 2 bitmaps" poke set dir_length 0
+refused "a directory of $dlen bytes, but no bitmaps" poke set nr_bitmaps 0
+no_dir () { poke set nr_bitmaps 0; poke set dir_length 0; }
+refused "directory offset $dir without a directory" no_dir
 # The directory.
 refused "directory entry 2 is cut off" poke set nr_bitmaps 3
 refused "directory has 40 bytes after its last entry" poke set nr_bitmaps 1
@@ -109,6 +118,12 @@ refused "bitmap b0: unknown flags 0x4" poke entry 0 flags 5
 # Regions: outside the file, overlapping, of the wrong length.
 refused "bitmap b1: data (offset 1048576, length 4096) lies outside the file" \
         poke entry 1 data_offset 1048576
+refused "bitmap b1: data (offset 0, length 4096) overlaps the header slots" \
+        poke entry 1 data_offset 0
+# (The 4096 bytes before b1's data are free: its old directory.)
+off1=$(python3 "$edit" good.bitmaps entry-get 1 data_offset)
+refused "bitmap b1: data (offset $((off1 - 3584)), length 4096) is not aligned to 4096 bytes" \
+        poke entry 1 data_offset $((off1 - 3584))
 refused "regions at offsets $off0 and $off0 overlap" \
         poke entry 1 data_offset $off0
 refused "bitmap b0: data length 8192 does not match the disk size 1000000 at granularity 65536" \
@@ -168,6 +183,22 @@ poke set-raw seq 12345 $((1 - cur))
 dirtybitmap check c.bitmaps
 dirtybitmap map good.bitmaps b1 > good.map
 dirtybitmap map c.bitmaps b1 | cmp - good.map
+
+# A bitmap of a disk whose size is unknown has no data, so no data
+# offset either.
+nbdkit -U - --filter="$FILTER" file disk.img bitmap-file=unsized.bitmaps \
+       bitmap=b0 action=add --run true
+dirtybitmap check unsized.bitmaps
+python3 "$edit" unsized.bitmaps entry 0 data_offset 8192
+r=0; dirtybitmap check unsized.bitmaps > out 2> err || r=$?
+test $r = 1
+expect err <<'EOF2'
+dirtybitmap: unsized.bitmaps: bitmap b0: data offset 8192 without data
+dirtybitmap: unsized.bitmaps: 1 problem found
+EOF2
+r=0; dirtybitmap info unsized.bitmaps > out 2> err || r=$?
+test $r = 1
+grep -F "dirtybitmap: unsized.bitmaps: bitmap b0: data offset 8192 without data" err
 
 # Files that cannot be read.
 r=0; dirtybitmap check nosuch.bitmaps 2> err || r=$?
