@@ -23,6 +23,7 @@
 
 #include <config.h>
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdarg.h>
@@ -119,7 +120,10 @@ free_state (struct bmf_state *st)
 {
   size_t i;
 
-  for (i = 0; i < st->nr_bitmaps; ++i)
+  /* Until load_dir allocates them, nr_bitmaps is the header's count
+   * and there are no bitmaps to free.
+   */
+  for (i = 0; st->bitmaps && i < st->nr_bitmaps; ++i)
     free (st->bitmaps[i].name);
   free (st->bitmaps);
   st->bitmaps = NULL;
@@ -251,6 +255,21 @@ problem (struct load *ld, const char *fs, ...)
   ld->problems++;
 }
 
+/* What is wrong with a region (the directory, a bitmap's data) of a
+ * file whose header says it is file_length bytes long, or NULL.
+ */
+static const char *
+region_problem (uint64_t offset, uint64_t length, uint64_t file_length)
+{
+  if (offset % BMF_ALIGN != 0)
+    return "is not aligned to 4096 bytes";
+  if (offset < BMF_FIRST_REGION)
+    return "overlaps the header slots";
+  if (offset > file_length || length > file_length - offset)
+    return "lies outside the file";
+  return NULL;
+}
+
 enum slot_status { SLOT_OK, SLOT_SHORT, SLOT_MAGIC, SLOT_VERSION,
                    SLOT_CRC, SLOT_FIELD };
 
@@ -266,6 +285,7 @@ decode_slot (const unsigned char *buf, size_t got, struct slot *s)
 {
   uint32_t flags, incompat, hlen, mode;
   struct bmf_state *st = &s->st;
+  const char *rp;
 
   memset (s, 0, sizeof *s);
   if (got < 8 || memcmp (buf + H_MAGIC, magic, 8) != 0) {
@@ -336,17 +356,23 @@ decode_slot (const unsigned char *buf, size_t got, struct slot *s)
            st->file_length % BMF_ALIGN != 0)
     snprintf (s->why, sizeof s->why, "invalid file length %" PRIu64,
               st->file_length);
-  else if ((st->dir_length == 0) != (st->nr_bitmaps == 0) ||
-           (st->dir_length == 0 && st->dir_offset != 0) ||
-           (st->dir_length > 0 &&
-            (st->dir_offset < BMF_FIRST_REGION ||
-             st->dir_offset % BMF_ALIGN != 0 ||
-             st->dir_offset > st->file_length ||
-             st->dir_length > st->file_length - st->dir_offset)))
+  else if (st->dir_length == 0 && st->nr_bitmaps > 0)
     snprintf (s->why, sizeof s->why,
-              "directory (offset %" PRIu64 ", length %" PRIu32
-              ", %zu bitmaps) lies outside the file",
-              st->dir_offset, st->dir_length, st->nr_bitmaps);
+              "no directory, but %zu bitmaps", st->nr_bitmaps);
+  else if (st->dir_length > 0 && st->nr_bitmaps == 0)
+    snprintf (s->why, sizeof s->why,
+              "a directory of %" PRIu32 " bytes, but no bitmaps",
+              st->dir_length);
+  else if (st->dir_length == 0 && st->dir_offset != 0)
+    snprintf (s->why, sizeof s->why,
+              "directory offset %" PRIu64 " without a directory",
+              st->dir_offset);
+  else if (st->dir_length > 0 &&
+           (rp = region_problem (st->dir_offset, st->dir_length,
+                                 st->file_length)) != NULL)
+    snprintf (s->why, sizeof s->why,
+              "directory (offset %" PRIu64 ", length %" PRIu32 ") %s",
+              st->dir_offset, st->dir_length, rp);
   else
     s->status = SLOT_OK;
 }
@@ -374,6 +400,23 @@ load_header (struct load *ld)
       problem (ld, "%s", s[i].why);
       return -1;
     }
+  /* A slot whose CRC holds was written whole.  If the newest such
+   * slot has a field this program rejects (an unknown feature, or
+   * corruption), it is not a torn write: falling back to the older
+   * slot would lose what it recorded (and the next commit would
+   * overwrite it), so the file is refused.
+   */
+  {
+    int newest = -1;
+    for (i = 0; i < 2; ++i)
+      if ((s[i].status == SLOT_OK || s[i].status == SLOT_FIELD) &&
+          (newest == -1 || s[i].st.seq > s[newest].st.seq))
+        newest = i;
+    if (newest >= 0 && s[newest].status == SLOT_FIELD) {
+      problem (ld, "%s", s[newest].why);
+      return -1;
+    }
+  }
   if (s[0].status == SLOT_OK &&
       (s[1].status != SLOT_OK || s[0].st.seq >= s[1].st.seq))
     ld->slot = 0;
@@ -453,6 +496,7 @@ load_dir (struct load *ld)
 
   for (i = 0, p = buf, end = buf + st->dir_length; i < n; ++i) {
     struct bmf_bitmap *bm = &st->bitmaps[i];
+    const char *rp;
     size_t nlen;
 
     if ((size_t) (end - p) < BMF_ENTRY_FIXED) {
@@ -497,14 +541,14 @@ load_dir (struct load *ld)
     if (bm->flags & ~BMF_ENTRY_FLAGS)
       problem (ld, "bitmap %s: unknown flags 0x%" PRIx32,
                bm->name, bm->flags & ~BMF_ENTRY_FLAGS);
-    if (bm->data_length == 0 ? bm->data_offset != 0 :
-        (bm->data_offset < BMF_FIRST_REGION ||
-         bm->data_offset % BMF_ALIGN != 0 ||
-         bm->data_offset > st->file_length ||
-         bm->data_length > st->file_length - bm->data_offset))
+    if (bm->data_length == 0 && bm->data_offset != 0)
+      problem (ld, "bitmap %s: data offset %" PRIu64 " without data",
+               bm->name, bm->data_offset);
+    else if (bm->data_length > 0 &&
+             (rp = region_problem (bm->data_offset, bm->data_length,
+                                   st->file_length)) != NULL)
       problem (ld, "bitmap %s: data (offset %" PRIu64 ", length %" PRIu64
-               ") lies outside the file", bm->name,
-               bm->data_offset, bm->data_length);
+               ") %s", bm->name, bm->data_offset, bm->data_length, rp);
   }
   if (i == n && p != end)
     problem (ld, "directory has %zu bytes after its last entry",
@@ -538,7 +582,9 @@ check_overlaps (struct load *ld)
   free (r);
 }
 
-/* Bits past the last granule must be clear (bmf_check only). */
+/* Bits past the last granule must be clear, in the last word and in
+ * the padding up to the end of the data (bmf_check only).
+ */
 static void
 check_tails (struct load *ld)
 {
@@ -547,14 +593,36 @@ check_tails (struct load *ld)
 
   for (i = 0; i < st->nr_bitmaps; ++i) {
     const struct bmf_bitmap *bm = &st->bitmaps[i];
-    uint64_t nbits = bmf_nr_bits (st->disk_size, bm->gbits);
-    uint64_t word;
+    uint64_t tail[BMF_ALIGN / 8], nbits, start;
+    size_t len, w;
+    bool dirty;
 
-    if (bm->data_length == 0 || (nbits & 63) == 0)
+    /* Only where the entry itself is sound (else its problem is
+     * already reported, and gbits may be any number).
+     */
+    if (bm->gbits < BMF_MIN_GBITS || bm->gbits > BMF_MAX_GBITS ||
+        bm->data_length == 0 ||
+        bm->data_length != bmf_data_length (st->disk_size, bm->gbits) ||
+        region_problem (bm->data_offset, bm->data_length,
+                        MIN (st->file_length, ld->size)) != NULL)
       continue;
-    if (pread (ld->fd, &word, 8, bm->data_offset + (nbits / 64) * 8) != 8)
+    /* From the word holding the last granule (or, when that word is
+     * full, the next one) to the end: at most 4096 bytes.
+     */
+    nbits = bmf_nr_bits (st->disk_size, bm->gbits);
+    start = (nbits / 64) * 8;
+    len = bm->data_length - start;
+    if (len == 0)
+      continue;
+    assert (len <= sizeof tail);
+    if (pread (ld->fd, tail, len, bm->data_offset + start) != (ssize_t) len) {
       problem (ld, "bitmap %s: cannot read its data", bm->name);
-    else if (word >> (nbits & 63))
+      continue;
+    }
+    dirty = (nbits & 63) && (tail[0] >> (nbits & 63)) != 0;
+    for (w = (nbits & 63) ? 1 : 0; !dirty && w < len / 8; ++w)
+      dirty = tail[w] != 0;
+    if (dirty)
       problem (ld, "bitmap %s: bits set past the end of the disk",
                bm->name);
   }

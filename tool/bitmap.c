@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "actions.h"
 #include "dirtybitmap.h"
@@ -35,11 +36,18 @@ bitmap_usage (int status)
 "  --enable         make BITMAP record writes\n"
 "  --disable        stop BITMAP recording (it still answers)\n"
 "  --merge SRC      BITMAP |= SRC\n"
-"  -b SOURCE_FILE   take --merge sources from this bitmap file\n"
-"  -g GRANULARITY   granularity of --add: a power of 2, 512 to 2G\n"
+"  -b, --source-file SOURCE_FILE\n"
+"                   take the --merge sources from this bitmap file\n"
+"  -g, --granularity GRANULARITY\n"
+"                   granularity of --add: a power of 2 from 512 to 2G\n"
 "                   (default 64K)\n"
-"  --size SIZE      create FILE for a disk of SIZE bytes\n",
-           prog);
+"  --size SIZE      create FILE, for a disk of SIZE bytes, if it does\n"
+"                   not exist; else SIZE must be its disk size\n"
+"\n"
+"Examples:\n"
+"  %s bitmap --add --size 10G disk.img.bitmaps b0\n"
+"  %s bitmap --clear --merge b1 disk.img.bitmaps b0\n",
+           prog, prog, prog);
   exit (status);
 }
 
@@ -76,7 +84,9 @@ has (const struct opts *o, enum act_kind kind)
   return false;
 }
 
-/* Parse the options; returns 0, or the exit status. */
+/* Parse the options; returns 0, or the exit status.  The checks and
+ * their order (and wording) are qemu-img bitmap's.
+ */
 static int
 parse (int argc, char *argv[], struct opts *o)
 {
@@ -89,9 +99,12 @@ parse (int argc, char *argv[], struct opts *o)
     { "enable", no_argument, NULL, ENABLE },
     { "disable", no_argument, NULL, DISABLE },
     { "merge", required_argument, NULL, MERGE },
+    { "granularity", required_argument, NULL, 'g' },
+    { "source-file", required_argument, NULL, 'b' },
     { "size", required_argument, NULL, SIZE },
     { NULL }
   };
+  const char *gran = NULL;
   int c, r = 0;
 
   while (r == 0 &&
@@ -103,40 +116,40 @@ parse (int argc, char *argv[], struct opts *o)
     case CLEAR: r = push (o, ACT_CLEAR, NULL); break;
     case ENABLE: r = push (o, ACT_ENABLE, NULL); break;
     case DISABLE: r = push (o, ACT_DISABLE, NULL); break;
-    case MERGE:
-      if (*optarg == '\0' || strlen (optarg) > BMF_MAX_NAME)
-        return bad_usage ("bitmap ", "--merge: the source name must be "
-                          "1 to %d bytes", BMF_MAX_NAME);
-      r = push (o, ACT_MERGE, optarg);
-      break;
+    case MERGE: r = push (o, ACT_MERGE, optarg); break;
     case 'b': o->source_file = optarg; break;
     case 'g':
-      o->granularity = parse_size (optarg);
-      if (o->granularity < 512 || o->granularity > (INT64_C (1) << 31) ||
-          !is_power_of_2 (o->granularity))
-        return bad_usage ("bitmap ", "-g %s: granularity must be a power "
-                          "of 2 from 512 to 2G", optarg);
+      gran = optarg;
+      if ((o->granularity = parse_size (optarg)) == -1)
+        return bad_usage ("bitmap ", "-g %s: invalid granularity (a size "
+                          "such as 4096 or 64K)", optarg);
       break;
     case SIZE:
       if ((o->size = parse_size (optarg)) == -1)
-        return bad_usage ("bitmap ", "--size %s: not a size", optarg);
+        return bad_usage ("bitmap ", "--size %s: invalid size (a size "
+                          "such as 1048576 or 10G)", optarg);
       break;
     default:
-      return bad_usage ("bitmap ", "bad option");
+      return try_help ("bitmap ");
     }
   }
   if (r)
     return EXIT_FAILURE;
   if (o->n == 0)
-    return bad_usage ("bitmap ", "need at least one of --add, --remove, "
+    return bad_usage ("bitmap ", "Need at least one of --add, --remove, "
                       "--clear, --enable, --disable, or --merge");
   if (o->granularity != -1 && !has (o, ACT_ADD))
     return bad_usage ("bitmap ", "granularity only supported with --add");
   if (o->source_file && !has (o, ACT_MERGE))
-    return bad_usage ("bitmap ", "merge bitmap source file only supported "
+    return bad_usage ("bitmap ", "Merge bitmap source file only supported "
                       "with --merge");
   if (optind != argc - 2)
-    return bad_usage ("bitmap ", "expecting FILE and BITMAP");
+    return bad_usage ("bitmap ", "Expecting filename and bitmap name");
+  if (o->granularity != -1 &&
+      (o->granularity < 512 || o->granularity > (INT64_C (1) << 31) ||
+       !is_power_of_2 (o->granularity)))
+    return bad_usage ("bitmap ", "-g %s: granularity must be a power of 2 "
+                      "from 512 to 2G", gran);
   return 0;
 }
 
@@ -156,12 +169,30 @@ open_target (const char *path, int64_t size, bool *created)
   if (f == NULL && errno == ENOENT)
     fprintf (stderr, "%s: use --size SIZE to create it\n", prog);
   if (f && size >= 0 && f->st.sized && f->st.disk_size != (uint64_t) size) {
-    fprintf (stderr, "%s: %s: already exists for a disk of %" PRIu64
-             " bytes, not %" PRIi64 "\n", prog, path, f->st.disk_size, size);
+    fprintf (stderr, "%s: %s: --size %" PRIi64 " does not match the disk "
+             "size recorded in the file, %" PRIu64 " bytes\n",
+             prog, path, size, f->st.disk_size);
     bmf_close (f);
     return NULL;
   }
   return f;
+}
+
+/* Open the -b SOURCE_FILE, read-only.  When it is FILE itself, merges
+ * read FILE's bitmaps as the earlier actions left them, as without -b
+ * (*src stays NULL).
+ */
+static int
+open_source (struct bmf *f, const char *path, struct bmf **src)
+{
+  struct stat a, b;
+
+  *src = NULL;
+  if (stat (path, &a) == 0 && fstat (f->fd, &b) == 0 &&
+      a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+    return 0;
+  *src = bmf_open (path, BMF_LOCK_SHARED, false);
+  return *src ? 0 : -1;
 }
 
 int
@@ -171,42 +202,56 @@ do_bitmap (int argc, char *argv[])
   struct bmf *f = NULL, *src = NULL;
   struct bmf_txn *t = NULL;
   struct act_params p;
+  const char *path;
   bool created = false;
   int r;
 
   if ((r = parse (argc, argv, &o)) != 0)
     goto out;
   r = EXIT_FAILURE;
+  path = argv[optind];
   p = (struct act_params) {
     .bitmap = argv[optind + 1],
     .gbits = o.granularity == -1 ? BMF_DEFAULT_GBITS : log_2 (o.granularity),
   };
-  if (strlen (p.bitmap) == 0 || strlen (p.bitmap) > BMF_MAX_NAME) {
-    bad_usage ("bitmap ", "BITMAP must be 1 to %d bytes", BMF_MAX_NAME);
-    goto out;
-  }
-  if (o.source_file) {
-    src = bmf_open (o.source_file, BMF_LOCK_SHARED, false);
-    if (src == NULL)
-      goto out;
-    p.merge_file = src;
-  }
-  f = open_target (argv[optind], o.size, &created);
+  /* Like qemu-img, FILE first, then SOURCE_FILE. */
+  f = open_target (path, o.size, &created);
   if (f == NULL)
     goto out;
-  t = act_begin (f, o.acts, o.n, &p);
-  if (t && o.size >= 0 && !t->st.sized && bmf_txn_resize (t, o.size) == -1) {
-    fprintf (stderr, "%s: %s\n", prog, t->err);
-    bmf_txn_abort (t);
-    t = NULL;
+  if (o.source_file && open_source (f, o.source_file, &src) == -1)
+    goto out;
+  p.merge_file = src;
+  /* A merge from another file gives a file of unknown size the
+   * source's size: it must be SIZE.  Checked before anything is
+   * written, so that the file stays as it was.
+   */
+  if (src && o.size >= 0 && src->st.sized &&
+      src->st.disk_size != (uint64_t) o.size) {
+    fprintf (stderr, "%s: %s: --size %" PRIi64 " does not match the disk "
+             "size of %s, %" PRIu64 " bytes\n",
+             prog, path, o.size, o.source_file, src->st.disk_size);
+    goto out;
   }
-  if (t && bmf_txn_commit (t) == 0)
-    r = EXIT_SUCCESS;
+  t = act_begin (f, o.acts, o.n, &p);
+  if (t == NULL)
+    goto out;
+  if (o.size >= 0 && !t->st.sized && bmf_txn_resize (t, o.size) == -1) {
+    fprintf (stderr, "%s: %s\n", prog, t->err);
+    goto out;
+  }
+  /* Every bit of an earlier run is on stable storage once this
+   * commits (it syncs the file), so its "open" mark can go, as when
+   * the filter starts.
+   */
+  bmf_txn_set_open (t, false, BMF_FLUSH);
+  r = bmf_txn_commit (t) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  t = NULL;                     /* freed by commit */
 
  out:
+  bmf_txn_abort (t);
   /* All or nothing: a file this call created goes again. */
   if (r != EXIT_SUCCESS && created)
-    unlink (argv[optind]);
+    unlink (path);
   bmf_close (f);
   bmf_close (src);
   free (o.acts);

@@ -41,7 +41,7 @@ do_check (int argc, char *argv[])
   while ((c = getopt_long (argc, argv, "h", long_options, NULL)) != -1) {
     if (c == 'h')
       check_usage (EXIT_SUCCESS);
-    return bad_usage ("check ", "bad option");
+    return try_help ("check ");
   }
   if (optind != argc - 1)
     return bad_usage ("check ", "expecting one FILE");

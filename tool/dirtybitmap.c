@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
+#include <unistd.h>
 
 #include "dirtybitmap.h"
 #include "msg.h"
@@ -55,9 +56,36 @@ bad_usage (const char *sub, const char *fs, ...)
   va_start (args, fs);
   vfprintf (stderr, fs, args);
   va_end (args);
-  fprintf (stderr, "\nTry '%s %s--help' for more information.\n",
+  fputc ('\n', stderr);
+  return try_help (sub);
+}
+
+int
+try_help (const char *sub)
+{
+  fprintf (stderr, "Try '%s %s--help' for more information.\n",
            prog, sub ? sub : "");
   return EXIT_FAILURE;
+}
+
+char *
+human_size (uint64_t bytes, char *buf, size_t len)
+{
+  static const char *const units[] = {
+    "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"
+  };
+  unsigned i = 0;
+  double v = bytes;
+
+  /* Keep at most three digits before the point: 1000 bytes is
+   * 0.977 KiB, not 1000 B.
+   */
+  while (i < 6 && v >= 1000) {
+    v /= 1024;
+    i++;
+  }
+  snprintf (buf, len, "%.3g %s", v, units[i]);
+  return buf;
 }
 
 int64_t
@@ -133,6 +161,52 @@ for_each_run (const struct bits *b, unsigned gbits, uint64_t disk_size,
   }
 }
 
+int
+read_bits (struct bmf *f, const struct bmf_bitmap *bm, struct bits *b)
+{
+  uint64_t len;
+  ssize_t r;
+
+  if (f->lock != BMF_LOCK_NONE)
+    return bmf_map (f, &f->st, bm, false, b);
+
+  /* -U: a server may resize the file under us; a copy cannot fault. */
+  memset (b, 0, sizeof *b);
+  b->nr_bits = f->st.sized ? bmf_nr_bits (f->st.disk_size, bm->gbits) : 0;
+  len = bits_nr_words (b->nr_bits) * 8;
+  if (len == 0)
+    return 0;
+  b->words = malloc (len);
+  if (b->words == NULL) {
+    fprintf (stderr, "%s: %s: bitmap %s: %m\n", prog, f->path, bm->name);
+    return -1;
+  }
+  r = pread (f->fd, b->words, len, bm->data_offset);
+  if (r != (ssize_t) len) {
+    if (r == -1)
+      fprintf (stderr, "%s: %s: bitmap %s: read: %m\n",
+               prog, f->path, bm->name);
+    else
+      fprintf (stderr, "%s: %s: bitmap %s: short read (the file changed "
+               "while it was read: try again)\n", prog, f->path, bm->name);
+    free (b->words);
+    b->words = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+void
+free_bits (struct bits *b)
+{
+  if (b->map_base)
+    bmf_unmap (b);
+  else {
+    free (b->words);
+    memset (b, 0, sizeof *b);
+  }
+}
+
 static void __attribute__ ((noreturn))
 usage (int status)
 {
@@ -186,7 +260,17 @@ main (int argc, char *argv[])
     return EXIT_SUCCESS;
   }
   for (i = 0; i < sizeof subs / sizeof subs[0]; ++i)
-    if (strcmp (argv[1], subs[i].name) == 0)
+    if (strcmp (argv[1], subs[i].name) == 0) {
+      /* getopt names the program in its messages: "dirtybitmap info:
+       * unrecognized option '--foo'".
+       */
+      char *name;
+      if (asprintf (&name, "%s %s", prog, argv[1]) == -1) {
+        perror (prog);
+        return EXIT_FAILURE;
+      }
+      argv[1] = name;
       return subs[i].fn (argc - 1, argv + 1);
+    }
   return bad_usage (NULL, "unknown subcommand '%s'", argv[1]);
 }

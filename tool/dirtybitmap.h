@@ -32,6 +32,13 @@ extern int parse_output (const char *sub, const char *value);
 /* Print a JSON string with quotes and escapes. */
 extern void print_json_string (FILE *fp, const char *s);
 
+/* The bits of a bitmap, read-only: mapped when the file is locked,
+ * copied when it was opened without a lock (-U).  Reports errors.
+ */
+extern int read_bits (struct bmf *f, const struct bmf_bitmap *bm,
+                      struct bits *b);
+extern void free_bits (struct bits *b);
+
 /* Walk the dirty runs of a bitmap: calls fn for each maximal run of
  * clean or dirty bytes covering [0, disk_size), in order.
  */
@@ -41,7 +48,17 @@ extern void for_each_run (const struct bits *b, unsigned gbits,
                                       bool dirty, void *opaque),
                           void *opaque);
 
-/* "Try 'dirtybitmap SUB --help'" and exit status 1. */
+/* "1 MiB": at most three significant digits and a binary unit, as
+ * qemu-img info prints sizes.  Returns buf.
+ */
+extern char *human_size (uint64_t bytes, char *buf, size_t len);
+
+/* "Try 'dirtybitmap SUB --help' ..." on stderr; returns exit status 1.
+ * For option errors that getopt has already described.
+ */
+extern int try_help (const char *sub);
+
+/* The message, then try_help: returns exit status 1. */
 extern int bad_usage (const char *sub, const char *fs, ...)
   __attribute__ ((format (printf, 2, 3)));
 

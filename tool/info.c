@@ -40,18 +40,19 @@ add_dirty (uint64_t offset, uint64_t length, bool dirty, void *opaque)
     *(uint64_t *) opaque += length;
 }
 
-/* "closed", "in-use" or "unclean". */
+/* "in-use", "unclean" or "closed". */
 static const char *
 file_state (const struct bmf *f)
 {
-  if (!f->unclean)
-    return "closed";
-  /* Somebody holds the write lock: it is open, not crashed. */
-  if (flock (f->fd, LOCK_SH | LOCK_NB) == -1 && errno == EWOULDBLOCK)
-    return "in-use";
-  if (f->lock == BMF_LOCK_NONE)
+  /* Somebody holds the write lock (only possible with -U): it is open,
+   * whether or not it has recorded a write yet.
+   */
+  if (f->lock == BMF_LOCK_NONE) {
+    if (flock (f->fd, LOCK_SH | LOCK_NB) == -1 && errno == EWOULDBLOCK)
+      return "in-use";
     flock (f->fd, LOCK_UN);
-  return "unclean";
+  }
+  return f->unclean ? "unclean" : "closed";
 }
 
 static int
@@ -61,10 +62,10 @@ bitmap_dirty_bytes (struct bmf *f, const struct bmf_bitmap *bm,
   struct bits b;
 
   *bytes = 0;
-  if (bmf_map (f, &f->st, bm, false, &b) == -1)
+  if (read_bits (f, bm, &b) == -1)
     return -1;
   for_each_run (&b, bm->gbits, f->st.disk_size, add_dirty, bytes);
-  bmf_unmap (&b);
+  free_bits (&b);
   return 0;
 }
 
@@ -72,22 +73,27 @@ static void
 print_human (struct bmf *f, const char *state, const uint64_t *dirty)
 {
   const struct bmf_state *st = &f->st;
+  char hs[32];
   size_t i;
 
   printf ("file: %s\n", f->path);
   printf ("format version: %d\n", BMF_VERSION);
   if (st->sized)
-    printf ("disk size: %" PRIu64 "\n", st->disk_size);
+    printf ("disk size: %" PRIu64 " (%s)\n",
+            st->disk_size, human_size (st->disk_size, hs, sizeof hs));
   else
     printf ("disk size: unknown (no client has connected yet)\n");
   if (strcmp (state, "closed") == 0)
     printf ("state: closed cleanly\n");
+  else if (strcmp (state, "in-use") == 0 && !st->open)
+    printf ("state: in use\n");
+  else if (strcmp (state, "in-use") == 0)
+    printf ("state: in use (pid %" PRIu64 ", durability=%s)\n",
+            st->open_pid, st->open_mode == BMF_STRICT ? "strict" : "flush");
   else
-    printf ("state: %s (pid %" PRIu64 ", durability=%s%s)\n",
-            strcmp (state, "in-use") == 0 ? "in use" : "not closed cleanly",
+    printf ("state: not closed cleanly (pid %" PRIu64 ", durability=%s, %s)\n",
             st->open_pid, st->open_mode == BMF_STRICT ? "strict" : "flush",
-            strcmp (state, "in-use") == 0 ? "" :
-            f->rebooted ? ", machine restarted since" : ", same boot");
+            f->rebooted ? "machine restarted since" : "same boot");
   printf ("bitmaps:%s\n", st->nr_bitmaps ? "" : " none");
   for (i = 0; i < st->nr_bitmaps; ++i) {
     const struct bmf_bitmap *bm = &st->bitmaps[i];
@@ -98,7 +104,8 @@ print_human (struct bmf *f, const char *state, const uint64_t *dirty)
     printf ("        recording: %s\n",
             (bm->flags & BMF_ENABLED) && consistent ? "true" : "false");
     printf ("        consistent: %s\n", consistent ? "true" : "false");
-    printf ("        dirty bytes: %" PRIu64 "\n", dirty[i]);
+    printf ("        dirty bytes: %" PRIu64 " (%s)\n",
+            dirty[i], human_size (dirty[i], hs, sizeof hs));
   }
 }
 
@@ -158,7 +165,7 @@ do_info (int argc, char *argv[])
       if ((json = parse_output ("info ", optarg)) == -1)
         return EXIT_FAILURE;
       break;
-    default: return bad_usage ("info ", "bad option");
+    default: return try_help ("info ");
     }
   }
   if (optind != argc - 1)

@@ -71,7 +71,7 @@ do_map (int argc, char *argv[])
       if ((json = parse_output ("map ", optarg)) == -1)
         return EXIT_FAILURE;
       break;
-    default: return bad_usage ("map ", "bad option");
+    default: return try_help ("map ");
     }
   }
   if (optind != argc - 2)
@@ -92,14 +92,14 @@ do_map (int argc, char *argv[])
     fprintf (stderr, "%s: bitmap %s is inconsistent: %s; remove it and "
              "take a full backup\n", prog, bm->name,
              bmf_inconsistent_reason (f));
-  else if (bmf_map (f, &f->st, bm, false, &b) == 0) {
+  else if (read_bits (f, bm, &b) == 0) {
     json = json ? 1 : -1;
     if (json > 0)
       printf ("[\n");
     for_each_run (&b, bm->gbits, f->st.disk_size, print_run, &json);
     if (json > 0)
       printf ("\n]\n");
-    bmf_unmap (&b);
+    free_bits (&b);
     r = EXIT_SUCCESS;
   }
   bmf_close (f);

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# dirtybitmap --help, --version, each subcommand's --help, and the
+# usage errors: exit 1 with a message naming the problem.
+source ./functions.sh
+set -e
+set -x
+requires_dirtybitmap_filter
+
+# fails MESSAGE ARGS...: dirtybitmap ARGS exits 1 saying MESSAGE.
+fails ()
+{
+    local msg="$1" r=0; shift
+    dirtybitmap "$@" > fails.out 2> fails.err || r=$?
+    cat fails.err
+    test $r = 1
+    test ! -s fails.out
+    grep -F -- "$msg" fails.err
+}
+
+dirtybitmap --help > help.out
+for s in "info [--output=human|json] [-U] FILE" \
+         "bitmap (--add | --remove | --clear | --enable | --disable |" \
+         "--merge SRC)... [-b SOURCE_FILE] [-g GRANULARITY]" \
+         "[--size SIZE] FILE BITMAP" \
+         "map [--output=human|json] [-U] FILE BITMAP" \
+         "check FILE" \
+         "copy " "see dirtybitmap(1)"; do
+    grep -F -- "$s" help.out
+done
+dirtybitmap -h | cmp - help.out
+
+version="$(sed -n 's/^PACKAGE_VERSION = //p' "$abs_top_builddir/Makefile")"
+test -n "$version"
+test "$(dirtybitmap --version)" = "dirtybitmap $version"
+test "$(dirtybitmap -V)" = "dirtybitmap $version"
+
+for sub in info bitmap map check; do
+    dirtybitmap $sub --help > $sub.help
+    head -n1 $sub.help | grep -F "Usage: dirtybitmap $sub "
+    dirtybitmap $sub -h | cmp - $sub.help
+done
+for o in --output=json -U --force-share; do
+    grep -F -- "$o" info.help
+    grep -F -- "$o" map.help
+done
+for o in --add --remove --clear --enable --disable "--merge SRC" \
+         "-b, --source-file SOURCE_FILE" "-g, --granularity GRANULARITY" \
+         "--size SIZE"; do
+    grep -F -- "$o" bitmap.help
+done
+
+# No subcommand: the usage, on stderr.
+r=0; dirtybitmap > none.out 2> none.err || r=$?
+test $r = 1
+test ! -s none.out
+grep -F "Usage:" none.err
+fails "dirtybitmap: unknown subcommand 'frob'" frob
+fails "Try 'dirtybitmap --help' for more information." frob
+
+# Options getopt rejects: its message names the subcommand.
+fails "dirtybitmap info: unrecognized option '--frob'" info --frob x
+fails "Try 'dirtybitmap info --help' for more information." info --frob x
+fails "dirtybitmap map: invalid option -- 'x'" map -x f b0
+fails "dirtybitmap check: unrecognized option '--force-share'" \
+      check --force-share f
+fails "dirtybitmap bitmap: option '--merge' requires an argument" \
+      bitmap --merge
+fails "Try 'dirtybitmap bitmap --help' for more information." \
+      bitmap --merge
+
+# Operands and values.
+fails "dirtybitmap: expecting one FILE" info
+fails "dirtybitmap: expecting one FILE" info a b
+fails "dirtybitmap: expecting FILE and BITMAP" map f
+fails "dirtybitmap: expecting FILE and BITMAP" map f b0 b1
+fails "dirtybitmap: expecting one FILE" check
+fails "dirtybitmap: expecting one FILE" check a b
+fails "dirtybitmap: --output=xml: must be human or json" info --output=xml f
+fails "Try 'dirtybitmap info --help' for more information." \
+      info --output=xml f
+fails "dirtybitmap: --output=yaml: must be human or json" \
+      map --output=yaml f b0
+fails "dirtybitmap: Expecting filename and bitmap name" bitmap --add f
+fails "dirtybitmap: -g 12x: invalid granularity" bitmap --add -g 12x f b0
+fails "dirtybitmap: --size ten: invalid size" bitmap --add --size ten f b0
+# None of that created a file.
+test ! -e f

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The tool respects the filter's lock: while nbdkit holds the bitmap
+# file, bitmap is refused ("in use"), info and map are refused without
+# -U (with a hint) and show a snapshot with -U; check still reads.
+source ./functions.sh
+set -e
+set -x
+requires_dirtybitmap_filter
+requires flock --version
+
+bm=disk.img.bitmaps
+sock="$PWD/sock"
+uri="nbd+unix:///?socket=$sock"
+inuse="dirtybitmap: $bm: in use by another process (a running nbdkit or dirtybitmap)"
+
+fails ()
+{
+    local msg="$1" r=0; shift
+    dirtybitmap "$@" > fails.out 2> fails.err || r=$?
+    cat fails.err
+    test $r = 1
+    test ! -s fails.out
+    grep -F -- "$msg" fails.err
+}
+
+yes | head -c 1M > disk.img
+dirtybitmap bitmap --add -g 4K --size 1M $bm b0
+dirtybitmap bitmap --add --size 1M other.bitmaps b0
+
+start_nbdkit -P "$PWD/pid" -U "$sock" --filter="$FILTER" \
+             file disk.img bitmap=b0
+pid="$(cat pid)"
+sum=$(md5sum < $bm)
+
+fails "$inuse" bitmap --add $bm b1
+fails "$inuse" bitmap --clear $bm b0
+fails "$inuse" bitmap --merge b0 -b $bm other.bitmaps b0
+for args in "info $bm" "map $bm b0" "info --output=json $bm"; do
+    fails "$inuse" $args
+    grep -F "dirtybitmap: use -U to read it while it is in use" fails.err
+done
+test "$(md5sum < $bm)" = "$sum"
+
+# -U: a snapshot.  The server has not written yet: "in use" anyway.
+dirtybitmap info -U $bm > info.out
+expect info.out <<'EOF2'
+file: disk.img.bitmaps
+format version: 1
+disk size: 1048576 (1 MiB)
+state: in use
+bitmaps:
+    [0]:
+        name: b0
+        granularity: 4096
+        recording: true
+        consistent: true
+        dirty bytes: 0 (0 B)
+EOF2
+dirtybitmap info --force-share --output=json $bm | grep -F '"state": "in-use",'
+
+nbdsh -u "$uri" -c 'h.pwrite(b"x" * 5000, 10000)'
+dirtybitmap info -U $bm > info.out
+expect info.out <<EOF2
+file: disk.img.bitmaps
+format version: 1
+disk size: 1048576 (1 MiB)
+state: in use (pid $pid, durability=flush)
+bitmaps:
+    [0]:
+        name: b0
+        granularity: 4096
+        recording: true
+        consistent: true
+        dirty bytes: 8192 (8 KiB)
+EOF2
+dirtybitmap map -U $bm b0 > tool.map
+expect tool.map <<'EOF2'
+         0        8192    1  hole
+      8192        8192    0  data
+     16384     1032192    1  hole
+EOF2
+nbdinfo --map "$uri" | cmp - tool.map
+dirtybitmap check $bm
+# Still refused, and the server still serves.
+fails "$inuse" bitmap --remove $bm b0
+nbdsh -u "$uri" -c 'h.pwrite(b"x", 900000)'
+dirtybitmap map -U $bm b0 | grep -F "    897024        4096    0  data"
+
+kill_nbdkit "$pid"
+dirtybitmap info $bm | grep -F "state: closed cleanly"
+dirtybitmap bitmap --add $bm b1
+
+# Readers share: while a reader holds the file, info works, bitmap
+# does not, and neither does nbdkit.
+flock -s $bm dirtybitmap info $bm | grep -F "name: b1"
+flock -s $bm dirtybitmap map $bm b0 > /dev/null
+r=0; flock -s $bm dirtybitmap bitmap --remove $bm b1 2> err || r=$?
+test $r = 1
+grep -F "$inuse" err
+r=0
+flock -s $bm nbdkit -U - --filter="$FILTER" file disk.img bitmap=b0 \
+      --run true 2> err || r=$?
+test $r != 0
+grep -F "in use by another process" err
+# A writer excludes readers.
+r=0; flock -x $bm dirtybitmap info $bm 2> err || r=$?
+test $r = 1
+grep -F "$inuse" err
+flock -x $bm dirtybitmap info -U $bm | grep -F "name: b1"
