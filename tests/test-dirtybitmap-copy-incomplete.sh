@@ -18,7 +18,7 @@ for i in range(0, 16 << 20, 2 << 20):
     h.pwrite(b\"%d\" % i * 100000, i)
 "'
 dirty=$(dirtybitmap info disk.img.bitmaps |
-            sed -n 's/^ *dirty bytes: \([0-9]*\)$/\1/p')
+            sed -n 's/^ *dirty bytes: \([0-9]*\)\( (.*)\)\{0,1\}$/\1/p')
 test "$dirty" -gt $((4 * 1024 * 1024))
 
 for signal in TERM KILL; do

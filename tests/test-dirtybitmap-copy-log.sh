@@ -31,7 +31,7 @@ for i in range(30):
         h.pwrite(random.randbytes(n), off)
 "'
 dirty=$(dirtybitmap info disk.img.bitmaps |
-            sed -n 's/^ *dirty bytes: \([0-9]*\)$/\1/p')
+            sed -n 's/^ *dirty bytes: \([0-9]*\)\( (.*)\)\{0,1\}$/\1/p')
 test "$dirty" -gt 0
 map_of -r --filter="$FILTER" file disk.img bitmap=b0 > map
 cat map

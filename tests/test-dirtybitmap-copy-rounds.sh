@@ -16,7 +16,7 @@ export size
 dirty_bytes ()
 {
     dirtybitmap info disk.img.bitmaps |
-        sed -n 's/^ *dirty bytes: \([0-9]*\)$/\1/p'
+        sed -n 's/^ *dirty bytes: \([0-9]*\)\( (.*)\)\{0,1\}$/\1/p'
 }
 
 # The full copy creates backup.img; the bitmap starts recording.

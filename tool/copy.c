@@ -112,20 +112,6 @@ copy_error (struct copy *c, const char *fs, ...)
     c->error = out_of_memory;
 }
 
-/* "123.4 MiB" */
-static void
-human_size (char *buf, size_t n, double bytes)
-{
-  static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-  size_t u = 0;
-
-  while (bytes >= 1024 && u + 1 < sizeof units / sizeof units[0]) {
-    bytes /= 1024;
-    u++;
-  }
-  snprintf (buf, n, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-}
-
 /* The progress bar.  On a terminal it is redrawn in place; otherwise
  * a line is printed every PROGRESS_LINE_SECS seconds.
  */
@@ -151,7 +137,7 @@ progress_draw (struct progress *p, uint64_t done, bool last)
     return;
   if (frac > 1)
     frac = 1;
-  human_size (rate, sizeof rate, elapsed > 0 ? done / elapsed : 0);
+  human_size (elapsed > 0 ? done / elapsed : 0, rate, sizeof rate);
   if (p->tty) {
     for (i = 0; i < 40; ++i)
       bar[i] = i < 40 * frac ? '*' : '-';
