@@ -119,7 +119,10 @@ free_state (struct bmf_state *st)
 {
   size_t i;
 
-  for (i = 0; i < st->nr_bitmaps; ++i)
+  /* Until load_dir allocates them, nr_bitmaps is the header's count
+   * and there are no bitmaps to free.
+   */
+  for (i = 0; st->bitmaps && i < st->nr_bitmaps; ++i)
     free (st->bitmaps[i].name);
   free (st->bitmaps);
   st->bitmaps = NULL;
