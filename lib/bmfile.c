@@ -774,6 +774,18 @@ open_fd (const char *path, int fd, enum bmf_lock lock)
   f->slot = ld.slot;
   f->st = ld.st;
   mark_after_crash (f);
+  /* With the write lock, the run that left an open record is gone and
+   * its consequences are applied above: the next commit drops the
+   * record (its first fdatasync makes that run's bits durable, and
+   * its marks persist), so that it cannot condemn bitmaps that this
+   * process adds or enables.
+   */
+  if (lock == BMF_LOCK_EXCLUSIVE && f->st.open) {
+    f->st.open = false;
+    f->st.open_mode = 0;
+    f->st.open_pid = 0;
+    memset (f->st.boot_id, 0, sizeof f->st.boot_id);
+  }
   bm_debug ("%s: opened: %zu bitmaps, disk size %" PRIu64 "%s, seq %"
             PRIu64, path, f->st.nr_bitmaps, f->st.disk_size,
             f->st.sized ? "" : " (unknown)", f->st.seq);
