@@ -541,7 +541,10 @@ check_overlaps (struct load *ld)
   free (r);
 }
 
-/* Bits past the last granule must be clear (bmf_check only). */
+/* Bits past the last granule must be clear (bmf_check only).  It
+ * runs after problems too, so entries already found broken (their
+ * granularity, length or place) are skipped.
+ */
 static void
 check_tails (struct load *ld)
 {
@@ -550,10 +553,16 @@ check_tails (struct load *ld)
 
   for (i = 0; i < st->nr_bitmaps; ++i) {
     const struct bmf_bitmap *bm = &st->bitmaps[i];
-    uint64_t nbits = bmf_nr_bits (st->disk_size, bm->gbits);
-    uint64_t word;
+    uint64_t nbits, word;
 
-    if (bm->data_length == 0 || (nbits & 63) == 0)
+    if (bm->gbits < BMF_MIN_GBITS || bm->gbits > BMF_MAX_GBITS ||
+        bm->data_length == 0 ||
+        bm->data_length != bmf_data_length (st->disk_size, bm->gbits) ||
+        bm->data_offset > ld->size ||
+        bm->data_length > ld->size - bm->data_offset)
+      continue;
+    nbits = bmf_nr_bits (st->disk_size, bm->gbits);
+    if ((nbits & 63) == 0)
       continue;
     if (pread (ld->fd, &word, 8, bm->data_offset + (nbits / 64) * 8) != 8)
       problem (ld, "bitmap %s: cannot read its data", bm->name);
