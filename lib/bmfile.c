@@ -1373,9 +1373,18 @@ bmf_txn_commit (struct bmf_txn *t)
   encode_header (&t->st, dir_crc, hdr);
   if (pwrite (f->fd, hdr, sizeof hdr, (off_t) slot * BMF_HEADER_SLOT)
       != sizeof hdr || fdatasync (f->fd) == -1) {
-    /* The new header may be on disk: keep every byte it refers to. */
+    /* The new header may be on disk, and a later commit goes to the
+     * same slot: until one succeeds, this header may be the current
+     * one after a crash.  Keep every byte it refers to: no truncation
+     * now, and no reuse by later transactions of this process.
+     */
     txn_fail (t, "%s: write header: %s", f->path, strerror (errno));
     t->orig_size = UINT64_MAX;
+    if (t->st.dir_length)
+      bmf_reserve (f, t->st.dir_offset, t->st.dir_length);
+    for (i = 0; i < t->st.nr_bitmaps; ++i)
+      bmf_reserve (f, t->st.bitmaps[i].data_offset,
+                   t->st.bitmaps[i].data_length);
     goto err;
   }
 
