@@ -197,6 +197,7 @@ store_open (const struct store_config *cfg, int *selected)
   };
 
   durability = cfg->durability;
+  bmf_remove_hint = "action=remove";
   file = bmf_open (cfg->path, BMF_LOCK_EXCLUSIVE, true);
   if (file == NULL)
     return -1;

@@ -624,6 +624,8 @@ mark_after_crash (struct bmf *f)
   }
 }
 
+const char *bmf_remove_hint;
+
 const char *
 bmf_inconsistent_reason (const struct bmf *f)
 {
@@ -1076,9 +1078,12 @@ static int
 need_consistent (struct bmf_txn *t, const struct bmf_bitmap *bm)
 {
   if (bm->flags & BMF_INCONSISTENT)
-    return txn_fail (t, "bitmap %s is inconsistent: %s; remove it and "
-                     "take a full backup", bm->name,
-                     bmf_inconsistent_reason (t->f));
+    return txn_fail (t, "bitmap %s is inconsistent: %s; remove it%s%s%s "
+                     "and take a full backup", bm->name,
+                     bmf_inconsistent_reason (t->f),
+                     bmf_remove_hint ? " (" : "",
+                     bmf_remove_hint ? bmf_remove_hint : "",
+                     bmf_remove_hint ? ")" : "");
   return 0;
 }
 
