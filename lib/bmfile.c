@@ -1316,30 +1316,32 @@ end_of_regions (const struct bmf_state *st)
   return end;
 }
 
-/* Write the directory of t->st, reusing the committed copy when it is
- * byte for byte the same.  Returns its checksum through *crc.
+/* Write the directory of t->st, reusing the committed copy when the
+ * file holds it byte for byte.  Compare with the file, not with an
+ * encoding of f->st: opening a file can change f->st in memory (the
+ * marks of an unclean stop), and a header whose checksum describes
+ * bytes that are not there makes a file that no longer opens.
+ * Returns the checksum through *crc.
  */
 static int
 write_dir (struct bmf_txn *t, uint32_t *crc)
 {
   struct bmf *f = t->f;
-  unsigned char *buf, *old;
-  size_t len, old_len;
+  unsigned char *buf, *old = NULL;
+  size_t len;
   int r = 0;
 
   buf = encode_dir (&t->st, &len);
-  old = encode_dir (&f->st, &old_len);
-  if (buf == NULL || old == NULL) {
-    free (buf);
-    free (old);
+  if (buf == NULL)
     return txn_fail (t, "%s", strerror (errno));
-  }
   *crc = crc32c (buf, len);
   t->st.dir_length = len;
   t->st.dir_offset = 0;
   if (len == 0)
     goto out;
-  if (len == old_len && memcmp (buf, old, len) == 0) {
+  if (len == f->st.dir_length && (old = malloc (len)) != NULL &&
+      pread (f->fd, old, len, f->st.dir_offset) == (ssize_t) len &&
+      memcmp (buf, old, len) == 0) {
     t->st.dir_offset = f->st.dir_offset;
     goto out;
   }
