@@ -6,7 +6,7 @@
  *     be left exactly as it was;
  *   - if it opened: every bitmap is mapped and scanned, then a
  *     transaction adds, clears, toggles, merges, removes and resizes
- *     bitmaps and commits.  After a commit the file must open again,
+ *     bitmaps (as the last byte of the input picks) and commits.  After a commit the file must open again,
  *     every bitmap that was neither cleared nor removed must keep
  *     every bit it had (a lost bit is the one thing this format must
  *     never do), and a file that was sound must still pass bmf_check.
@@ -33,6 +33,15 @@
 #include "crc32c.h"
 #include "msg.h"
 #include "util.h"
+
+/* The operations of the transaction (see test_one). */
+#define OP_ADD      1
+#define OP_CLEAR    2
+#define OP_ENABLE   4
+#define OP_MERGE    8
+#define OP_REMOVE  16
+#define OP_RESIZE  32
+#define OP_OPEN    64
 
 /* Keep bitmap data small: large disks would make a run allocate
  * gigabytes in the temporary file.
@@ -165,6 +174,24 @@ check_kept (struct bmf *f, const struct saved *sv)
   bmf_unmap (&b);
 }
 
+/* After a commit: the file opens, and keeps the bits of sv. */
+static struct bmf *
+reopen_committed (const struct saved *sv, size_t n, unsigned problems)
+{
+  struct bmf *f;
+  size_t i;
+
+  if (problems == 0 && bmf_check (path, ignore) != 0)
+    die ("a commit turned a sound file into a broken one");
+  f = bmf_open (path, BMF_LOCK_EXCLUSIVE, false);
+  if (f == NULL)
+    die ("a committed file does not open");
+  for (i = 0; i < n; ++i)
+    if (!sv[i].cleared && !sv[i].removed)
+      check_kept (f, &sv[i]);
+  return f;
+}
+
 static bool
 small (const struct bmf_state *st, uint64_t disk_size, unsigned gbits)
 {
@@ -235,7 +262,7 @@ test_one (const uint8_t *data, size_t size)
   struct bmf *f;
   struct bmf_txn *t;
   struct saved *sv;
-  unsigned problems;
+  unsigned problems, ops;
   size_t i, n;
   bool all_small = true;
 
@@ -259,36 +286,48 @@ test_one (const uint8_t *data, size_t size)
     all_small &= small (&f->st, f->st.disk_size, f->st.bitmaps[i].gbits);
   }
 
-  /* A transaction touching everything; rule violations (an
-   * inconsistent bitmap, a name in use) just leave an operation out.
+  /* First a commit that changes nothing but what opening the file
+   * did (crash marks, the dropped open record): the filter's startup.
    */
   t = bmf_txn_begin (f, false);
   if (t == NULL)
     die ("bmf_txn_begin");
-  if (small (&t->st, t->st.disk_size, 9))
+  if (bmf_txn_commit (t) == 0) {
+    bmf_close (f);
+    f = reopen_committed (sv, n, problems);
+  }
+
+  /* Then a transaction whose operations the last byte of the input picks
+   * (all of them when it is 0, as it is at the end of most files);
+   * rule violations (an inconsistent bitmap, a name in use) just leave
+   * an operation out.
+   */
+  ops = size ? ~data[size - 1] : ~0u;
+  t = bmf_txn_begin (f, false);
+  if (t == NULL)
+    die ("bmf_txn_begin");
+  if ((ops & OP_ADD) && small (&t->st, t->st.disk_size, 9))
     bmf_txn_add (t, "fuzz", 9);
   for (i = 0; i < n && i < 4; ++i) {
     const char *name = sv[i].name;
-    if (i == 0 && bmf_txn_clear (t, name) == 0)
+    if (i == 0 && (ops & OP_CLEAR) && bmf_txn_clear (t, name) == 0)
       sv[i].cleared = true;
-    bmf_txn_enable (t, name, i & 1);
-    bmf_txn_merge (t, "fuzz", NULL, name);
+    if (ops & OP_ENABLE)
+      bmf_txn_enable (t, name, i & 1);
+    if (ops & OP_MERGE)
+      bmf_txn_merge (t, "fuzz", NULL, name);
   }
-  if (n >= 2 && bmf_txn_remove (t, sv[n - 1].name) == 0)
+  if ((ops & OP_REMOVE) && n >= 2 &&
+      bmf_txn_remove (t, sv[n - 1].name) == 0)
     sv[n - 1].removed = true;
-  if (all_small && small (&t->st, t->st.disk_size + 4096, 9))
+  if ((ops & OP_RESIZE) && all_small &&
+      small (&t->st, t->st.disk_size + 4096, 9))
     bmf_txn_resize (t, t->st.disk_size + 4096);
-  bmf_txn_set_open (t, true, BMF_FLUSH);
+  if (ops & OP_OPEN)
+    bmf_txn_set_open (t, true, BMF_FLUSH);
   if (bmf_txn_commit (t) == 0) {
     bmf_close (f);
-    f = bmf_open (path, BMF_LOCK_EXCLUSIVE, false);
-    if (f == NULL)
-      die ("a committed file does not open");
-    for (i = 0; i < n; ++i)
-      if (!sv[i].cleared && !sv[i].removed)
-        check_kept (f, &sv[i]);
-    if (problems == 0 && bmf_check (path, ignore) != 0)
-      die ("a commit turned a sound file into a broken one");
+    f = reopen_committed (sv, n, problems);
   }
   bmf_close (f);
   for (i = 0; i < n; ++i) {
