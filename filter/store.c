@@ -43,6 +43,7 @@
 #include <string.h>
 #include <errno.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <nbdkit-filter.h>
 
@@ -195,6 +196,8 @@ store_open (const struct store_config *cfg, int *selected)
   struct act_params p = {
     .bitmap = cfg->bitmap, .gbits = cfg->gbits,
   };
+  /* A start that fails leaves no file it created. */
+  const bool existed = access (cfg->path, F_OK) == 0;
 
   durability = cfg->durability;
   bmf_remove_hint = "action=remove";
@@ -239,6 +242,8 @@ store_open (const struct store_config *cfg, int *selected)
   return 0;
 
  err:
+  if (!existed && file->st.seq == 1)
+    unlink (cfg->path);           /* still locked: nobody else has it */
   bmf_close (file);
   file = NULL;
   return -1;
