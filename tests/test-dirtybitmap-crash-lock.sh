@@ -2,8 +2,8 @@
 # One owner: a running nbdkit (also with -r, also daemonized) holds its
 # bitmap file; a second nbdkit, a writing tool, a merge-file= reader
 # and a locking reader fail at once naming the file as in use, and the
-# file is untouched; -U readers look; the lock goes with the process,
-# also on kill -9.
+# file is untouched; -U readers look, readers share; the lock goes with
+# the process, also on kill -9.
 source ./functions.sh
 set -e
 set -x
@@ -66,6 +66,16 @@ expect map <<'EOF2'
          0       65536    0  data
      65536      983040    1  hole
 EOF2
+
+# Readers share: while another reader holds a shared lock, merge-file=
+# reads the file, and writers are refused.
+flock -s "$bm" sh -c '
+    nbdkit -U - --filter="$FILTER" file other.img bitmap=c \
+           action=merge:b0 merge-file="$1" --run true &&
+    if nbdkit -U - --filter="$FILTER" file disk.img --run true 2> err2
+    then exit 1; fi &&
+    grep -F "$2" err2
+' sh "$bm" "$in_use"
 
 # nbdkit -r holds it too; kill -9 releases it.
 start_nbdkit_child -P "$PWD/pid2" -U "$PWD/sock2" -r --filter="$FILTER" \
