@@ -8,7 +8,7 @@ source ./functions.sh
 set -e
 set -x
 requires_dirtybitmap_filter
-requires unshare -m true
+requires unshare -m sh -c 'mkdir -p probe && mount -t tmpfs tmpfs probe'
 
 # The rest runs in a private mount namespace, with a small tmpfs.
 if [ -z "$DIRTYBITMAP_TEST_NS" ]; then

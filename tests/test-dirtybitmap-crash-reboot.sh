@@ -8,7 +8,6 @@ source ./functions.sh
 set -e
 set -x
 requires_dirtybitmap_filter
-requires unshare -m true
 requires test -r /proc/sys/kernel/random/boot_id
 
 # rebooted cmd args...: run cmd as on another boot of this machine (a
@@ -20,6 +19,7 @@ rebooted ()
       'mount --bind "$1" /proc/sys/kernel/random/boot_id && shift && exec "$@"' \
       sh "$PWD/other-boot-id" "$@"
 }
+requires rebooted true
 test "$(rebooted cat /proc/sys/kernel/random/boot_id)" = \
      0f0f0f0f-1111-4222-8333-444444444444
 test "$(cat /proc/sys/kernel/random/boot_id)" != \
