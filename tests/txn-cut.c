@@ -5,7 +5,8 @@
  * and posix_fallocate itself, so the library linked into it calls
  * these (which forward to the kernel).  For each kind of transaction
  * (add, remove, clear, enable, disable, merge, grow, shrink, the open
- * record, several at once) it:
+ * record, several at once, and the first commit after a reboot, whose
+ * crash marks exist only in memory until then) it:
  *
  *   - runs it once and checks the order that power loss needs: each
  *     commit syncs every region before it writes the header slot, the
@@ -43,6 +44,7 @@
 #include "util.h"
 
 #define BASE "base.bitmaps"
+#define REBOOTED "rebooted.bitmaps"
 #define WORK "work.bitmaps"
 #define CUT "cut.bitmaps"
 #define DISK_SIZE (8 * 1024 * 1024 + 1000)
@@ -272,6 +274,8 @@ static int op_shrink (struct bmf_txn *t)
 { return bmf_txn_resize (t, DISK_SIZE / 3); }
 static int op_open (struct bmf_txn *t)
 { bmf_txn_set_open (t, true, BMF_STRICT); return 0; }
+static int op_none (struct bmf_txn *t)
+{ return 0; }
 static int op_several (struct bmf_txn *t)
 {
   return bmf_txn_add (t, "new", 9) || bmf_txn_merge (t, "new", NULL, "b0") ||
@@ -279,14 +283,20 @@ static int op_several (struct bmf_txn *t)
     bmf_txn_resize (t, DISK_SIZE + 4096);
 }
 
+/* Each on a copy of base: BASE, or REBOOTED, which opening marks
+ * (so that the state in memory is not the state in the file).
+ */
 static const struct {
   const char *name;
   int (*apply) (struct bmf_txn *t);
+  const char *base;
 } txns[] = {
-  { "add", op_add }, { "remove", op_remove }, { "clear", op_clear },
-  { "enable", op_enable }, { "disable", op_disable },
-  { "merge", op_merge }, { "grow", op_grow }, { "shrink", op_shrink },
-  { "open", op_open }, { "several", op_several },
+  { "add", op_add, BASE }, { "remove", op_remove, BASE },
+  { "clear", op_clear, BASE }, { "enable", op_enable, BASE },
+  { "disable", op_disable, BASE }, { "merge", op_merge, BASE },
+  { "grow", op_grow, BASE }, { "shrink", op_shrink, BASE },
+  { "open", op_open, BASE }, { "several", op_several, BASE },
+  { "reboot", op_none, REBOOTED },
 };
 
 /* The base file: three bitmaps with bits, b2 disabled. */
@@ -312,7 +322,27 @@ make_base (void)
   bmf_close (f);
 }
 
-/* Run transaction i on a fresh copy of the base file, with cut_at and
+/* REBOOTED: BASE left open by a flush-mode run of another boot. */
+static void
+make_rebooted (void)
+{
+  struct bmf *f;
+  struct bmf_txn *t;
+
+  copy_file (BASE, REBOOTED);
+  f = bmf_open (REBOOTED, BMF_LOCK_EXCLUSIVE, false);
+  if (f == NULL || (t = bmf_txn_begin (f, false)) == NULL)
+    exit (EXIT_FAILURE);
+  t->st.open = true;
+  t->st.open_mode = BMF_FLUSH;
+  t->st.open_pid = 1;
+  snprintf (t->st.boot_id, sizeof t->st.boot_id, "another boot");
+  if (bmf_txn_commit (t) == -1)
+    exit (EXIT_FAILURE);
+  bmf_close (f);
+}
+
+/* Run transaction i on a fresh copy of its base file, with cut_at and
  * fail_at as set.  Returns the result of the commit.
  */
 static int
@@ -322,7 +352,7 @@ run (size_t i)
   struct bmf_txn *t;
   int r;
 
-  copy_file (BASE, WORK);
+  copy_file (txns[i].base, WORK);
   f = bmf_open (WORK, BMF_LOCK_EXCLUSIVE, false);
   if (f == NULL)
     exit (EXIT_FAILURE);
@@ -417,11 +447,12 @@ main (int argc, char *argv[])
   char *old, *new, *got;
 
   make_base ();
-  old = describe (BASE);
-  if (old == NULL)
-    exit (EXIT_FAILURE);
+  make_rebooted ();
 
   for (i = 0; i < sizeof txns / sizeof txns[0]; ++i) {
+    old = describe (txns[i].base);
+    if (old == NULL)
+      exit (EXIT_FAILURE);
     cut_at = fail_at = 0;
     if (run (i) == -1)
       exit (EXIT_FAILURE);
@@ -431,7 +462,9 @@ main (int argc, char *argv[])
     check_order (txns[i].name, n);
     new = describe (WORK);
     if (new == NULL || strcmp (old, new) == 0) {
-      fail ("%s: the transaction changed nothing", txns[i].name);
+      fail ("%s: %s", txns[i].name, new ? "the transaction changed nothing"
+            : "the committed file does not open");
+      free (old);
       continue;
     }
     printf ("%s: %u calls; new state:\n%s", txns[i].name, n, new);
@@ -452,6 +485,7 @@ main (int argc, char *argv[])
       free (got);
     }
     free (new);
+    free (old);
   }
   printf ("%u cuts\n", cuts);
 
