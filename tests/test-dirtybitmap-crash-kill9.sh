@@ -23,7 +23,7 @@ dirtybitmap bitmap --add -g 65536 disk.img.bitmaps b1
 # The client: random pwrite (some FUA), zero and trim requests, up to
 # 16 in flight, about one per millisecond, and an occasional flush,
 # until the server dies.  Each request is logged ("OFFSET COUNT")
-# before it is sent.
+# before it is sent; started.SEED says that the first one is done.
 cat > client.py <<'EOF2'
 import random, sys, time, nbd
 seed, uri = int(sys.argv[1]), sys.argv[2]
@@ -33,6 +33,10 @@ h.connect_uri(uri)
 size = h.get_size()
 log = open("sent", "a", buffering=1)
 try:
+    off = random.randrange(size - 4096)
+    print(off, 4096, file=log)
+    h.pwrite(random.randbytes(4096), off)
+    open("started.%d" % seed, "w").close()
     while True:
         while h.aio_in_flight() >= 16:
             h.poll(-1)
@@ -93,9 +97,12 @@ for (( i = 1; i <= rounds; ++i )); do
                        file disk.img bitmap=b0 action=clear
     python3 client.py $i "nbd+unix:///?socket=$sock" & c1=$!
     python3 client.py $((i + 1000)) "nbd+unix:///?socket=$sock" & c2=$!
-    # A random moment, 0 to 200 ms after the clients (which take about
-    # 100 ms to start) begin.
-    sleep "0.$(( RANDOM % 20 + 10 ))"
+    # A random moment, 0 to 200 ms after both clients have written.
+    for (( j = 0; j < 1000; ++j )); do
+        [ -f started.$i ] && [ -f started.$((i + 1000)) ] && break
+        sleep 0.01
+    done
+    sleep "$(printf 0.%03d $(( RANDOM % 200 )))"
     kill -9 $nbdkit_pid
     wait $c1 $c2
     wait $nbdkit_pid || :
