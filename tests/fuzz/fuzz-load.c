@@ -253,6 +253,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   if (fix_checksums (copy, size))
     test_one (copy, size);
   free (copy);
+  /* libFuzzer may end with _Exit, which skips atexit. */
+  remove_file ();
   return 0;
 }
 
