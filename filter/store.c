@@ -43,6 +43,7 @@
 #include <string.h>
 #include <errno.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <nbdkit-filter.h>
 
@@ -195,8 +196,11 @@ store_open (const struct store_config *cfg, int *selected)
   struct act_params p = {
     .bitmap = cfg->bitmap, .gbits = cfg->gbits,
   };
+  /* A start that fails leaves no file it created. */
+  const bool existed = access (cfg->path, F_OK) == 0;
 
   durability = cfg->durability;
+  bmf_remove_hint = "action=remove";
   file = bmf_open (cfg->path, BMF_LOCK_EXCLUSIVE, true);
   if (file == NULL)
     return -1;
@@ -238,6 +242,8 @@ store_open (const struct store_config *cfg, int *selected)
   return 0;
 
  err:
+  if (!existed && file->st.seq == 1)
+    unlink (cfg->path);           /* still locked: nobody else has it */
   bmf_close (file);
   file = NULL;
   return -1;
@@ -246,6 +252,37 @@ store_open (const struct store_config *cfg, int *selected)
 /*----------------------------------------------------------------------
  * Group commit.
  */
+
+/* After a failed sync the kernel may have dropped bits it could not
+ * write: every bitmap that was recording may lie.
+ */
+static void
+mark_enabled_inconsistent (struct bmf_txn *t)
+{
+  size_t i;
+
+  for (i = 0; i < t->st.nr_bitmaps; ++i)
+    if (t->st.bitmaps[i].flags & BMF_ENABLED)
+      t->st.bitmaps[i].flags |= BMF_INCONSISTENT;
+}
+
+/* The first sync failed: say so in the file at once, so that a crash
+ * before the clean close cannot leave bitmaps that look sound (the
+ * close marks them again, in case this commit fails too on a failing
+ * disk).  Called with lock held.
+ */
+static void
+record_failure_locked (void)
+{
+  struct bmf_txn *t = bmf_txn_begin (file, false);
+
+  if (t == NULL)
+    return;
+  mark_enabled_inconsistent (t);
+  if (bmf_txn_commit (t) == 0)
+    nbdkit_error ("dirtybitmap: %s: the enabled bitmaps are marked "
+                  "inconsistent", file->path);
+}
 
 /* Wait until every ticket up to target is on stable storage.  Called
  * and returns with lock held.
@@ -271,8 +308,10 @@ sync_to_locked (uint64_t target)
       nbdkit_debug ("dirtybitmap: synced tickets up to %" PRIu64, upto);
     pthread_mutex_lock (&lock);
     syncing = false;
-    if (r == -1)
-      failed = true;           /* the kernel may have dropped the pages */
+    if (r == -1) {
+      failed = true;
+      record_failure_locked ();
+    }
     else if (upto > synced)
       __atomic_store_n (&synced, upto, __ATOMIC_RELEASE);
     pthread_cond_broadcast (&cond);
@@ -496,7 +535,6 @@ void
 store_close (void)
 {
   struct bmf_txn *t;
-  size_t i;
 
   if (file == NULL)
     return;
@@ -510,9 +548,7 @@ store_close (void)
     if (t) {
       /* Bits may be lost: say so rather than leave bitmaps that lie. */
       if (failed)
-        for (i = 0; i < t->st.nr_bitmaps; ++i)
-          if (t->st.bitmaps[i].flags & BMF_ENABLED)
-            t->st.bitmaps[i].flags |= BMF_INCONSISTENT;
+        mark_enabled_inconsistent (t);
       bmf_txn_set_open (t, false, durability);
       if (bmf_txn_commit (t) == 0)
         nbdkit_debug ("dirtybitmap: %s: closed cleanly", file->path);

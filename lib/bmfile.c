@@ -583,7 +583,9 @@ check_overlaps (struct load *ld)
 }
 
 /* Bits past the last granule must be clear, in the last word and in
- * the padding up to the end of the data (bmf_check only).
+ * the padding up to the end of the data (bmf_check only).  It runs
+ * after problems too, so entries already found broken (their
+ * granularity, length or place) are skipped.
  */
 static void
 check_tails (struct load *ld)
@@ -679,6 +681,8 @@ mark_after_crash (struct bmf *f)
     }
   }
 }
+
+const char *bmf_remove_hint;
 
 const char *
 bmf_inconsistent_reason (const struct bmf *f)
@@ -839,6 +843,18 @@ open_fd (const char *path, int fd, enum bmf_lock lock)
   f->slot = ld.slot;
   f->st = ld.st;
   mark_after_crash (f);
+  /* With the write lock, the run that left an open record is gone and
+   * its consequences are applied above: the next commit drops the
+   * record (its first fdatasync makes that run's bits durable, and
+   * its marks persist), so that it cannot condemn bitmaps that this
+   * process adds or enables.
+   */
+  if (lock == BMF_LOCK_EXCLUSIVE && f->st.open) {
+    f->st.open = false;
+    f->st.open_mode = 0;
+    f->st.open_pid = 0;
+    memset (f->st.boot_id, 0, sizeof f->st.boot_id);
+  }
   bm_debug ("%s: opened: %zu bitmaps, disk size %" PRIu64 "%s, seq %"
             PRIu64, path, f->st.nr_bitmaps, f->st.disk_size,
             f->st.sized ? "" : " (unknown)", f->st.seq);
@@ -1120,9 +1136,12 @@ static int
 need_consistent (struct bmf_txn *t, const struct bmf_bitmap *bm)
 {
   if (bm->flags & BMF_INCONSISTENT)
-    return txn_fail (t, "bitmap %s is inconsistent: %s; remove it and "
-                     "take a full backup", bm->name,
-                     bmf_inconsistent_reason (t->f));
+    return txn_fail (t, "bitmap %s is inconsistent: %s; remove it%s%s%s "
+                     "and take a full backup", bm->name,
+                     bmf_inconsistent_reason (t->f),
+                     bmf_remove_hint ? " (" : "",
+                     bmf_remove_hint ? bmf_remove_hint : "",
+                     bmf_remove_hint ? ")" : "");
   return 0;
 }
 
@@ -1355,30 +1374,32 @@ end_of_regions (const struct bmf_state *st)
   return end;
 }
 
-/* Write the directory of t->st, reusing the committed copy when it is
- * byte for byte the same.  Returns its checksum through *crc.
+/* Write the directory of t->st, reusing the committed copy when the
+ * file holds it byte for byte.  Compare with the file, not with an
+ * encoding of f->st: opening a file can change f->st in memory (the
+ * marks of an unclean stop), and a header whose checksum describes
+ * bytes that are not there makes a file that no longer opens.
+ * Returns the checksum through *crc.
  */
 static int
 write_dir (struct bmf_txn *t, uint32_t *crc)
 {
   struct bmf *f = t->f;
-  unsigned char *buf, *old;
-  size_t len, old_len;
+  unsigned char *buf, *old = NULL;
+  size_t len;
   int r = 0;
 
   buf = encode_dir (&t->st, &len);
-  old = encode_dir (&f->st, &old_len);
-  if (buf == NULL || old == NULL) {
-    free (buf);
-    free (old);
+  if (buf == NULL)
     return txn_fail (t, "%s", strerror (errno));
-  }
   *crc = crc32c (buf, len);
   t->st.dir_length = len;
   t->st.dir_offset = 0;
   if (len == 0)
     goto out;
-  if (len == old_len && memcmp (buf, old, len) == 0) {
+  if (len == f->st.dir_length && (old = malloc (len)) != NULL &&
+      pread (f->fd, old, len, f->st.dir_offset) == (ssize_t) len &&
+      memcmp (buf, old, len) == 0) {
     t->st.dir_offset = f->st.dir_offset;
     goto out;
   }
@@ -1417,9 +1438,18 @@ bmf_txn_commit (struct bmf_txn *t)
   encode_header (&t->st, dir_crc, hdr);
   if (pwrite (f->fd, hdr, sizeof hdr, (off_t) slot * BMF_HEADER_SLOT)
       != sizeof hdr || fdatasync (f->fd) == -1) {
-    /* The new header may be on disk: keep every byte it refers to. */
+    /* The new header may be on disk, and a later commit goes to the
+     * same slot: until one succeeds, this header may be the current
+     * one after a crash.  Keep every byte it refers to: no truncation
+     * now, and no reuse by later transactions of this process.
+     */
     txn_fail (t, "%s: write header: %s", f->path, strerror (errno));
     t->orig_size = UINT64_MAX;
+    if (t->st.dir_length)
+      bmf_reserve (f, t->st.dir_offset, t->st.dir_length);
+    for (i = 0; i < t->st.nr_bitmaps; ++i)
+      bmf_reserve (f, t->st.bitmaps[i].data_offset,
+                   t->st.bitmaps[i].data_length);
     goto err;
   }
 

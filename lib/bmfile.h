@@ -151,4 +151,10 @@ extern int bmf_sync (struct bmf *f);
 
 extern const char *bmf_inconsistent_reason (const struct bmf *f);
 
+/* How the user removes a bitmap, named in the refusal of an action on
+ * an inconsistent one ("remove it (action=remove) and take a full
+ * backup"); NULL: not named.
+ */
+extern const char *bmf_remove_hint;
+
 #endif /* DIRTYBITMAP_BMFILE_H */

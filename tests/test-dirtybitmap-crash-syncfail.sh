@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# A sync of the bitmap file fails (an LD_PRELOAD shim makes one
+# fdatasync return EIO): that flush and later FUA writes fail, and
+# every enabled bitmap is marked inconsistent in the file at once, so
+# that neither a clean stop nor a kill -9 right after leaves bitmaps
+# that look sound; the disabled one stays consistent.
+source ./functions.sh
+set -e
+set -x
+requires_dirtybitmap_filter
+shim="$abs_top_builddir/tests/.libs/libfailsync.so"
+requires test -f "$shim"
+
+yes | head -c 1M > disk.img
+bm="$PWD/disk.img.bitmaps"
+dirtybitmap bitmap --add -g 4K --size 1M "$bm" b1
+dirtybitmap bitmap --disable "$bm" b1
+
+for stop in term kill; do
+    dirtybitmap bitmap --add -g 4K "$bm" b0
+    # The startup commit and the open record's commit (at the first
+    # write) sync twice each: the fifth sync, the flush's, fails.
+    export LD_PRELOAD="$shim" FAIL_SYNC_AT=5
+    start_nbdkit_child -P "$PWD/pid-$stop" -U "$PWD/sock-$stop" \
+                       --filter="$FILTER" file disk.img bitmap=b0 \
+                       2> "nbdkit-$stop.err"
+    unset LD_PRELOAD FAIL_SYNC_AT
+    nbdsh -u "nbd+unix:///?socket=$PWD/sock-$stop" -c '
+h.pwrite(b"a", 8192)
+for call in (h.flush, lambda: h.pwrite(b"c", 24576, nbd.CMD_FLAG_FUA)):
+    try:
+        call()
+        raise SystemExit("a sync that failed was not reported")
+    except nbd.Error as e:
+        assert e.errno == "EIO", e
+h.pwrite(b"b", 16384)
+'
+    if [ $stop = kill ]; then
+        kill -9 $nbdkit_pid
+        wait $nbdkit_pid || :
+    else
+        kill_nbdkit $nbdkit_pid
+    fi
+    cat nbdkit-$stop.err
+    grep -F "dirtybitmap: $bm: fdatasync: Input/output error" nbdkit-$stop.err
+    grep -F "dirtybitmap: $bm: the enabled bitmaps are marked inconsistent" \
+         nbdkit-$stop.err
+
+    dirtybitmap info "$bm" > info
+    cat info
+    grep -A4 'name: b0' info | grep -F "consistent: false"
+    grep -A4 'name: b1' info | grep -F "consistent: true"
+    if nbdkit -U - --filter="$FILTER" file disk.img bitmap=b0 --run true \
+              2> err; then
+        exit 1
+    fi
+    grep -F "dirtybitmap: bitmap b0 is inconsistent" err
+    dirtybitmap bitmap --remove "$bm" b0
+done

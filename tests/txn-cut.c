@@ -1,0 +1,535 @@
+/* txn-cut.c: metadata changes are atomic, proved by cutting every
+ * transaction at every system call (test-dirtybitmap-crash-txn.sh).
+ *
+ * The program defines pwrite, fdatasync, fsync, ftruncate, fallocate
+ * and posix_fallocate itself, so the library linked into it calls
+ * these (which forward to the kernel).  For each kind of transaction
+ * (add, remove, clear, enable, disable, merge, grow, shrink, the open
+ * record, several at once, and the first commit after a reboot, whose
+ * crash marks exist only in memory until then) it:
+ *
+ *   - runs it once and checks the order that power loss needs: each
+ *     commit syncs every region before it writes the header slot, the
+ *     header is one write into the slot not in use, synced at once,
+ *     and nothing but a truncation follows;
+ *   - runs it again for every N, copying the file as it is just before
+ *     the Nth call: what a kill -9 at that instant leaves (stores into
+ *     a shared mapping are in the page cache, so the copy has them).
+ *     Each copy must pass bmf_check and hold exactly the old or the
+ *     new state: the same bitmaps, flags and bits.
+ *
+ * Then a failing fdatasync: a commit whose header write may or may
+ * not have reached the disk, followed by another commit in the same
+ * process cut just before its header write, must still leave a file
+ * that opens.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include "bits.h"
+#include "bmfile.h"
+#include "crc32c.h"
+#include "msg.h"
+#include "util.h"
+
+#define BASE "base.bitmaps"
+#define REBOOTED "rebooted.bitmaps"
+#define WORK "work.bitmaps"
+#define CUT "cut.bitmaps"
+#define DISK_SIZE (8 * 1024 * 1024 + 1000)
+
+static int failures;
+
+void
+bm_error (const char *fs, ...)
+{
+  va_list args;
+
+  fprintf (stderr, "txn-cut: ");
+  va_start (args, fs);
+  vfprintf (stderr, fs, args);
+  va_end (args);
+  fputc ('\n', stderr);
+}
+
+void
+bm_debug (const char *fs, ...)
+{
+}
+
+static void __attribute__ ((noreturn))
+fatal (const char *what)
+{
+  fprintf (stderr, "txn-cut: %s: %s\n", what, strerror (errno));
+  exit (EXIT_FAILURE);
+}
+
+/*----------------------------------------------------------------------
+ * The interposed calls.
+ */
+
+enum call { C_PWRITE, C_FDATASYNC, C_FSYNC, C_FTRUNCATE, C_FALLOCATE };
+static const char *call_names[] = {
+  "pwrite", "fdatasync", "fsync", "ftruncate", "fallocate",
+};
+
+#define MAX_LOG 256
+static struct logged {
+  enum call call;
+  uint64_t offset, length;
+} call_log[MAX_LOG];
+static unsigned nr_calls;       /* calls since the counter was reset */
+static unsigned cut_at;         /* copy the file before this call; 0: never */
+static unsigned fail_at;        /* this call fails with EIO; 0: never */
+static bool cut_header;         /* copy the file before a header write */
+static int watched_fd = -1;     /* count only calls on this fd */
+
+static void
+copy_file (const char *from, const char *to)
+{
+  char buf[65536];
+  int in = open (from, O_RDONLY | O_CLOEXEC);
+  int out = open (to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ssize_t r;
+
+  if (in == -1 || out == -1)
+    fatal ("copy_file: open");
+  while ((r = read (in, buf, sizeof buf)) > 0)
+    if (write (out, buf, r) != r)
+      fatal ("copy_file: write");
+  if (r == -1)
+    fatal ("copy_file: read");
+  close (in);
+  close (out);
+}
+
+static bool
+is_header_write (const struct logged *c)
+{
+  return c->call == C_PWRITE &&
+    (c->offset == 0 || c->offset == BMF_HEADER_SLOT) &&
+    c->length == BMF_HEADER_SLOT;
+}
+
+/* Returns true if the call must fail. */
+static bool
+intercept (int fd, enum call call, uint64_t offset, uint64_t length)
+{
+  if (fd != watched_fd)
+    return false;
+  if (nr_calls < MAX_LOG)
+    call_log[nr_calls] = (struct logged) { call, offset, length };
+  nr_calls++;
+  if (nr_calls == cut_at ||
+      (cut_header && nr_calls <= MAX_LOG &&
+       is_header_write (&call_log[nr_calls - 1])))
+    copy_file (WORK, CUT);
+  if (nr_calls == fail_at) {
+    errno = EIO;
+    return true;
+  }
+  return false;
+}
+
+ssize_t
+pwrite (int fd, const void *buf, size_t count, off_t offset)
+{
+  if (intercept (fd, C_PWRITE, offset, count))
+    return -1;
+  return syscall (SYS_pwrite64, fd, buf, count, offset);
+}
+
+int
+fdatasync (int fd)
+{
+  if (intercept (fd, C_FDATASYNC, 0, 0))
+    return -1;
+  return syscall (SYS_fdatasync, fd);
+}
+
+int
+fsync (int fd)
+{
+  if (intercept (fd, C_FSYNC, 0, 0))
+    return -1;
+  return syscall (SYS_fsync, fd);
+}
+
+int
+ftruncate (int fd, off_t length)
+{
+  if (intercept (fd, C_FTRUNCATE, length, 0))
+    return -1;
+  return syscall (SYS_ftruncate, fd, length);
+}
+
+int
+fallocate (int fd, int mode, off_t offset, off_t len)
+{
+  if (intercept (fd, C_FALLOCATE, offset, len))
+    return -1;
+  return syscall (SYS_fallocate, fd, mode, offset, len);
+}
+
+int
+posix_fallocate (int fd, off_t offset, off_t len)
+{
+  if (intercept (fd, C_FALLOCATE, offset, len))
+    return EIO;
+  return syscall (SYS_fallocate, fd, 0, offset, len) == -1 ? errno : 0;
+}
+
+/*----------------------------------------------------------------------
+ * States.
+ */
+
+/* Everything a user can see of a file, as text; NULL if it does not
+ * open.
+ */
+static char *
+describe (const char *path)
+{
+  struct bmf *f = bmf_open (path, BMF_LOCK_NONE, false);
+  char *s = NULL, *t;
+  size_t i;
+
+  if (f == NULL)
+    return NULL;
+  if (asprintf (&s, "size %" PRIu64 " sized %d open %d mode %u\n",
+                f->st.disk_size, f->st.sized, f->st.open,
+                f->st.open_mode) == -1)
+    fatal ("asprintf");
+  for (i = 0; i < f->st.nr_bitmaps; ++i) {
+    const struct bmf_bitmap *bm = &f->st.bitmaps[i];
+    struct bits b;
+    uint32_t crc = 0;
+    uint64_t count = 0;
+
+    if (bmf_map (f, &f->st, bm, false, &b) == -1)
+      fatal ("bmf_map");
+    if (b.words) {
+      crc = crc32c (b.words, bits_nr_words (b.nr_bits) * 8);
+      count = bits_count (&b);
+    }
+    bmf_unmap (&b);
+    t = s;
+    if (asprintf (&s, "%s%s g%u flags %" PRIu32 " bits %" PRIu64
+                  " crc %08" PRIx32 "\n", t, bm->name, bm->gbits,
+                  bm->flags, count, crc) == -1)
+      fatal ("asprintf");
+    free (t);
+  }
+  bmf_close (f);
+  return s;
+}
+
+static void
+report (const char *problem)
+{
+  fprintf (stderr, "txn-cut: %s\n", problem);
+}
+
+/*----------------------------------------------------------------------
+ * The transactions.
+ */
+
+static int
+set_bits (struct bmf *f, const char *name, uint64_t first, uint64_t last)
+{
+  struct bits b;
+
+  if (bmf_map (f, &f->st, bmf_find (&f->st, name), true, &b) == -1)
+    return -1;
+  bits_set_range (&b, first, last);
+  bmf_unmap (&b);
+  return 0;
+}
+
+static int op_add (struct bmf_txn *t)
+{ return bmf_txn_add (t, "new", 12); }
+static int op_remove (struct bmf_txn *t)
+{ return bmf_txn_remove (t, "b1"); }
+static int op_clear (struct bmf_txn *t)
+{ return bmf_txn_clear (t, "b0"); }
+static int op_enable (struct bmf_txn *t)
+{ return bmf_txn_enable (t, "b2", true); }
+static int op_disable (struct bmf_txn *t)
+{ return bmf_txn_enable (t, "b0", false); }
+static int op_merge (struct bmf_txn *t)
+{ return bmf_txn_merge (t, "b2", NULL, "b1"); }
+static int op_grow (struct bmf_txn *t)
+{ return bmf_txn_resize (t, DISK_SIZE + 3 * 1024 * 1024); }
+static int op_shrink (struct bmf_txn *t)
+{ return bmf_txn_resize (t, DISK_SIZE / 3); }
+static int op_open (struct bmf_txn *t)
+{ bmf_txn_set_open (t, true, BMF_STRICT); return 0; }
+static int op_none (struct bmf_txn *t)
+{ return 0; }
+static int op_several (struct bmf_txn *t)
+{
+  return bmf_txn_add (t, "new", 9) || bmf_txn_merge (t, "new", NULL, "b0") ||
+    bmf_txn_clear (t, "b0") || bmf_txn_remove (t, "b2") ||
+    bmf_txn_resize (t, DISK_SIZE + 4096);
+}
+
+/* Each on a copy of base: BASE, or REBOOTED, which opening marks
+ * (so that the state in memory is not the state in the file).
+ */
+static const struct {
+  const char *name;
+  int (*apply) (struct bmf_txn *t);
+  const char *base;
+} txns[] = {
+  { "add", op_add, BASE }, { "remove", op_remove, BASE },
+  { "clear", op_clear, BASE }, { "enable", op_enable, BASE },
+  { "disable", op_disable, BASE }, { "merge", op_merge, BASE },
+  { "grow", op_grow, BASE }, { "shrink", op_shrink, BASE },
+  { "open", op_open, BASE }, { "several", op_several, BASE },
+  { "reboot", op_none, REBOOTED },
+};
+
+/* The base file: three bitmaps with bits, b2 disabled. */
+static void
+make_base (void)
+{
+  struct bmf *f;
+  struct bmf_txn *t;
+
+  unlink (BASE);
+  f = bmf_create_sized (BASE, DISK_SIZE);
+  if (f == NULL)
+    exit (EXIT_FAILURE);
+  t = bmf_txn_begin (f, false);
+  if (t == NULL || bmf_txn_add (t, "b0", 16) || bmf_txn_add (t, "b1", 9) ||
+      bmf_txn_add (t, "b2", 12) || bmf_txn_enable (t, "b2", false) ||
+      bmf_txn_commit (t) == -1)
+    exit (EXIT_FAILURE);
+  if (set_bits (f, "b0", 3, 5) || set_bits (f, "b0", 128, 128) ||
+      set_bits (f, "b1", 100, 5000) || set_bits (f, "b1", 16000, 16385) ||
+      set_bits (f, "b2", 7, 7) || bmf_sync (f) == -1)
+    exit (EXIT_FAILURE);
+  bmf_close (f);
+}
+
+/* REBOOTED: BASE left open by a flush-mode run of another boot. */
+static void
+make_rebooted (void)
+{
+  struct bmf *f;
+  struct bmf_txn *t;
+
+  copy_file (BASE, REBOOTED);
+  f = bmf_open (REBOOTED, BMF_LOCK_EXCLUSIVE, false);
+  if (f == NULL || (t = bmf_txn_begin (f, false)) == NULL)
+    exit (EXIT_FAILURE);
+  t->st.open = true;
+  t->st.open_mode = BMF_FLUSH;
+  t->st.open_pid = 1;
+  snprintf (t->st.boot_id, sizeof t->st.boot_id, "another boot");
+  if (bmf_txn_commit (t) == -1)
+    exit (EXIT_FAILURE);
+  bmf_close (f);
+}
+
+/* Run transaction i on a fresh copy of its base file, with cut_at and
+ * fail_at as set.  Returns the result of the commit.
+ */
+static int
+run (size_t i)
+{
+  struct bmf *f;
+  struct bmf_txn *t;
+  int r;
+
+  copy_file (txns[i].base, WORK);
+  f = bmf_open (WORK, BMF_LOCK_EXCLUSIVE, false);
+  if (f == NULL)
+    exit (EXIT_FAILURE);
+  watched_fd = f->fd;
+  nr_calls = 0;
+  t = bmf_txn_begin (f, false);
+  if (t == NULL || txns[i].apply (t) == -1) {
+    fprintf (stderr, "txn-cut: %s: %s\n", txns[i].name,
+             t ? t->err : "begin");
+    exit (EXIT_FAILURE);
+  }
+  r = bmf_txn_commit (t);
+  watched_fd = -1;
+  bmf_close (f);
+  return r;
+}
+
+static void
+fail (const char *fs, ...)
+{
+  va_list args;
+
+  fprintf (stderr, "txn-cut: FAIL: ");
+  va_start (args, fs);
+  vfprintf (stderr, fs, args);
+  va_end (args);
+  fputc ('\n', stderr);
+  failures++;
+}
+
+/* The order power loss needs, from the log of one commit. */
+static void
+check_order (const char *name, unsigned n)
+{
+  unsigned i, headers = 0, h = 0;
+
+  for (i = 0; i < n; ++i)
+    if (is_header_write (&call_log[i])) {
+      headers++;
+      h = i;
+    }
+  if (headers != 1) {
+    fail ("%s: %u header writes", name, headers);
+    return;
+  }
+  if (h == 0 || call_log[h - 1].call != C_FDATASYNC)
+    fail ("%s: the header is written without a sync before it", name);
+  for (i = 0; i < h; ++i)
+    if (call_log[i].call != C_FDATASYNC &&
+        call_log[i].offset < BMF_FIRST_REGION)
+      fail ("%s: call %u (%s) touches the header slots", name, i + 1,
+            call_names[call_log[i].call]);
+  if (h + 1 >= n || call_log[h + 1].call != C_FDATASYNC)
+    fail ("%s: the header is not synced at once", name);
+  for (i = h + 2; i < n; ++i)
+    if (call_log[i].call != C_FTRUNCATE)
+      fail ("%s: call %u (%s) after the header", name, i + 1,
+            call_names[call_log[i].call]);
+}
+
+/* A fresh copy of the base file, opened for writing and watched. */
+static struct bmf *
+open_work (void)
+{
+  struct bmf *f;
+
+  copy_file (BASE, WORK);
+  f = bmf_open (WORK, BMF_LOCK_EXCLUSIVE, false);
+  if (f == NULL)
+    exit (EXIT_FAILURE);
+  watched_fd = f->fd;
+  return f;
+}
+
+static int
+commit_add (struct bmf *f, const char *name)
+{
+  struct bmf_txn *t;
+
+  nr_calls = 0;
+  t = bmf_txn_begin (f, false);
+  if (t == NULL || bmf_txn_add (t, name, 9) == -1)
+    exit (EXIT_FAILURE);
+  return bmf_txn_commit (t);
+}
+
+int
+main (int argc, char *argv[])
+{
+  size_t i;
+  unsigned k, n, cuts = 0;
+  char *old, *new, *got;
+
+  make_base ();
+  make_rebooted ();
+
+  for (i = 0; i < sizeof txns / sizeof txns[0]; ++i) {
+    old = describe (txns[i].base);
+    if (old == NULL)
+      exit (EXIT_FAILURE);
+    cut_at = fail_at = 0;
+    if (run (i) == -1)
+      exit (EXIT_FAILURE);
+    n = nr_calls;
+    if (n > MAX_LOG)
+      exit (EXIT_FAILURE);
+    check_order (txns[i].name, n);
+    new = describe (WORK);
+    if (new == NULL || strcmp (old, new) == 0) {
+      fail ("%s: %s", txns[i].name, new ? "the transaction changed nothing"
+            : "the committed file does not open");
+      free (old);
+      continue;
+    }
+    printf ("%s: %u calls; new state:\n%s", txns[i].name, n, new);
+
+    for (k = 1; k <= n; ++k) {
+      cut_at = k;
+      unlink (CUT);
+      run (i);
+      cuts++;
+      if (bmf_check (CUT, report) != 0)
+        fail ("%s: cut before call %u (%s): the file is broken",
+              txns[i].name, k, call_names[call_log[k - 1].call]);
+      got = describe (CUT);
+      if (got == NULL || (strcmp (got, old) != 0 && strcmp (got, new) != 0))
+        fail ("%s: cut before call %u (%s): neither the old nor the new "
+              "state:\n%s", txns[i].name, k,
+              call_names[call_log[k - 1].call], got ? got : "(none)\n");
+      free (got);
+    }
+    free (new);
+    free (old);
+  }
+  printf ("%u cuts\n", cuts);
+
+  /* A commit fails at its last fdatasync, after its header write: the
+   * header may be on disk or not.  A later commit of the same process,
+   * cut just before its own header write, must not have overwritten
+   * anything that header refers to.
+   */
+  {
+    struct bmf *f;
+    unsigned h;
+
+    cut_at = fail_at = 0;
+    f = open_work ();
+    if (commit_add (f, "a") == -1)
+      exit (EXIT_FAILURE);
+    for (h = 0; h < nr_calls && !is_header_write (&call_log[h]); ++h)
+      ;
+    bmf_close (f);
+
+    f = open_work ();
+    fail_at = h + 2;            /* the fdatasync after the header */
+    if (commit_add (f, "a") != -1)
+      fail ("sync failure: the commit did not report the failed sync");
+    fail_at = 0;
+    cut_header = true;
+    unlink (CUT);
+    if (commit_add (f, "b") == -1)
+      exit (EXIT_FAILURE);
+    cut_header = false;
+    watched_fd = -1;
+    bmf_close (f);
+    if (bmf_check (CUT, report) != 0)
+      fail ("sync failure: a later commit, cut before its header write, "
+            "left a broken file");
+    else
+      printf ("sync failure: the later commit, cut before its header "
+              "write, left:\n%s", describe (CUT));
+  }
+
+  if (failures) {
+    fprintf (stderr, "txn-cut: %d failures\n", failures);
+    exit (EXIT_FAILURE);
+  }
+  printf ("txn-cut: all cuts left the old or the new state\n");
+  exit (EXIT_SUCCESS);
+}
