@@ -687,8 +687,8 @@ const char *bmf_remove_hint;
 const char *
 bmf_inconsistent_reason (const struct bmf *f)
 {
-  return "it was recording when the machine stopped uncleanly, "
-    "so it may have missed changes";
+  return "it was recording when the machine stopped uncleanly or its "
+    "file could not be synced, so it may have missed changes";
 }
 
 unsigned

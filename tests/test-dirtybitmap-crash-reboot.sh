@@ -74,7 +74,7 @@ grep -A4 'name: src' info | grep -F "consistent: false"
 grep -A4 'name: off' info | grep -F "consistent: true"
 
 # Refused, each with the reason and the way out; the file is untouched.
-why="it was recording when the machine stopped uncleanly, so it may have missed changes"
+why="it was recording when the machine stopped uncleanly or its file could not be synced, so it may have missed changes"
 refused ()
 {
     local msg="$1"; shift

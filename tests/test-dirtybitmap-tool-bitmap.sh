@@ -258,7 +258,7 @@ fails "dirtybitmap: action remove on bitmap b1 failed: bitmap b1 not found" \
 # server): only --remove works on them, and a commit keeps the mark.
 python3 "$edit" $bm set flags 3
 python3 "$edit" $bm set boot_id 00000000-0000-0000-0000-000000000000
-why="bitmap b0 is inconsistent: it was recording when the machine stopped uncleanly, so it may have missed changes; remove it and take a full backup"
+why="bitmap b0 is inconsistent: it was recording when the machine stopped uncleanly or its file could not be synced, so it may have missed changes; remove it and take a full backup"
 for a in clear enable disable; do
     fails "dirtybitmap: action $a on bitmap b0 failed: $why" --$a $bm b0
 done
