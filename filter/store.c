@@ -375,6 +375,24 @@ all_dirty (const struct bitmap_set *s, uint64_t offset, uint32_t count,
   return true;
 }
 
+/* Commit a change made while serving.  A failed commit may have left
+ * its header in the page cache, current for the next open, while the
+ * bits go on into the old regions: from then on nothing is trusted
+ * (record_failure_locked rewrites that header slot with the marks).
+ * Called with lock held.
+ */
+static int
+commit_locked (struct bmf_txn *t)
+{
+  if (bmf_txn_commit (t) == 0)
+    return 0;
+  if (!failed) {
+    failed = true;
+    record_failure_locked ();
+  }
+  return -1;
+}
+
 /* Before the first bit of this run is set: record in the file that
  * it is open, by which boot and in which mode (for reboot detection).
  * Called with lock held.
@@ -390,7 +408,7 @@ record_open_locked (void)
   if (t == NULL)
     return -1;
   bmf_txn_set_open (t, true, durability);
-  if (bmf_txn_commit (t) == -1)
+  if (commit_locked (t) == -1)
     return -1;
   open_recorded = true;
   return 0;
@@ -518,7 +536,7 @@ store_resize (uint64_t disk_size)
       free_set (s);
       return -1;
     }
-  if (bmf_txn_commit (t) == -1) {
+  if (commit_locked (t) == -1) {
     free_set (s);
     return -1;
   }

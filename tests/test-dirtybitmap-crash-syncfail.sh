@@ -57,3 +57,33 @@ h.pwrite(b"b", 16384)
     grep -F "dirtybitmap: bitmap b0 is inconsistent" err
     dirtybitmap bitmap --remove "$bm" b0
 done
+
+# The disk grows while nbdkit runs: the next connection's resize
+# commits new regions, and the sync after its header write fails.
+# That header may be current at the next open while bits went on into
+# the old regions, so after a kill -9 the bitmap must be inconsistent,
+# not silently short of bits.
+rm -f "$bm"
+dirtybitmap bitmap --add -g 4K --size 1M "$bm" b0
+# Syncs: startup commit 1-2, open record 3-4, resize 5 (data) and 6
+# (after the header write).
+export LD_PRELOAD="$shim" FAIL_SYNC_AT=6
+start_nbdkit_child -P "$PWD/pid-grow" -U "$PWD/sock-grow" \
+                   --filter="$FILTER" file disk.img bitmap=b0 \
+                   2> nbdkit-grow.err
+unset LD_PRELOAD FAIL_SYNC_AT
+nbdsh -u "nbd+unix:///?socket=$PWD/sock-grow" -c 'h.pwrite(b"a", 8192)'
+truncate -s 2M disk.img
+if nbdsh -u "nbd+unix:///?socket=$PWD/sock-grow" -c 'h.pwrite(b"b", 4096)'
+then
+    echo "$0: the connection whose resize failed was served"; exit 1
+fi
+nbdsh -u "nbd+unix:///?socket=$PWD/sock-grow" -c 'h.pwrite(b"c", 4096)' || :
+kill -9 $nbdkit_pid
+wait $nbdkit_pid || :
+cat nbdkit-grow.err
+grep -F "dirtybitmap: $bm: write header: Input/output error" nbdkit-grow.err
+dirtybitmap check "$bm"
+dirtybitmap info "$bm" > info
+cat info
+grep -A4 'name: b0' info | grep -F "consistent: false"
