@@ -24,48 +24,67 @@
 #include "extents.h"
 #include "util.h"
 
+/* What the layer below says about the dirty runs of one request:
+ * fetched once, from the first dirty run to the end of the request,
+ * and walked forward run by run.  (One call per run would cost one
+ * search of the file each: on tmpfs a search for the next hole scans
+ * to the end of the file.)
+ */
+struct below {
+  int can;                      /* the layer below answers extents */
+  struct nbdkit_extents *ex;    /* NULL until the first dirty run */
+  size_t i;                     /* first extent not yet passed */
+};
+
 /* Add [start, end) of a dirty run, split where the layer below says
- * the data reads as zeroes.  With REQ_ONE only the first extent
- * below matters.
+ * the data reads as zeroes.  With REQ_ONE only the first extent below
+ * matters, so only that is asked for.
  */
 static int
-add_dirty (nbdkit_next *next, bool below, uint64_t start, uint64_t end,
-           uint32_t flags, struct nbdkit_extents *extents, int *err)
+add_dirty (nbdkit_next *next, struct below *bl, uint64_t start,
+           uint64_t end, uint64_t req_end, uint32_t flags,
+           struct nbdkit_extents *extents, int *err)
 {
-  struct nbdkit_extents *ex;
-  size_t i, n;
+  size_t n;
   int r = 0;
 
-  if (!below)
+  if (!bl->can)
     goto as_data;
-  if (flags & NBDKIT_FLAG_REQ_ONE) {
-    ex = nbdkit_extents_new (start, end);
-    if (ex == NULL)
-      goto fail;
-    if (next->extents (next, end - start, start, NBDKIT_FLAG_REQ_ONE,
-                       ex, err) == -1) {
-      nbdkit_extents_free (ex);
-      return -1;
+  if (bl->ex == NULL) {
+    if (flags & NBDKIT_FLAG_REQ_ONE) {
+      bl->ex = nbdkit_extents_new (start, end);
+      if (bl->ex == NULL)
+        goto fail;
+      if (next->extents (next, end - start, start, NBDKIT_FLAG_REQ_ONE,
+                         bl->ex, err) == -1)
+        return -1;
+    }
+    else {
+      bl->ex = nbdkit_extents_full (next, req_end - start, start, 0, err);
+      if (bl->ex == NULL)
+        return -1;
     }
   }
-  else {
-    ex = nbdkit_extents_full (next, end - start, start, 0, err);
-    if (ex == NULL)
-      return -1;
-  }
 
-  n = nbdkit_extents_count (ex);
-  for (i = 0; i < n && r == 0; ++i) {
-    struct nbdkit_extent e = nbdkit_get_extent (ex, i);
+  n = nbdkit_extents_count (bl->ex);
+  for (; bl->i < n && r == 0; ++bl->i) {
+    struct nbdkit_extent e = nbdkit_get_extent (bl->ex, bl->i);
     uint64_t s = MAX (e.offset, start), t = MIN (e.offset + e.length, end);
-    if (s < t)
+
+    if (e.offset >= end)
+      break;
+    if (s < t) {
       r = nbdkit_add_extent (extents, s, t - s,
                              (e.type & NBDKIT_EXTENT_ZERO) ?
                              NBDKIT_EXTENT_ZERO : 0);
+      start = t;
+    }
+    if (e.offset + e.length > end)
+      break;                    /* it goes on into the next run */
   }
-  if (n == 0)                   /* nothing from below: assume data */
+  /* Nothing (more) from below for this run: assume data. */
+  if (r == 0 && start < end)
     r = nbdkit_add_extent (extents, start, end - start, 0);
-  nbdkit_extents_free (ex);
   if (r == -1)
     goto fail;
   return 0;
@@ -89,48 +108,47 @@ bitmap_extents (nbdkit_next *next, const struct bitmap_set *s,
   const uint64_t far = MIN (size, end + UINT32_MAX);
   const struct bits *b = &lb->bits;
   uint64_t pos = offset;
-  int below = next->can_extents (next);
+  struct below bl = { .can = next->can_extents (next) };
+  int r = 0;
 
-  if (below == -1) {
+  if (bl.can == -1) {
     *err = errno;
     return -1;
   }
 
-  while (pos < end) {
+  while (r == 0 && pos < end) {
     uint64_t g0 = pos >> g, run_end;
 
     if (pos >= size || g0 >= b->nr_bits) {
       /* Past the bitmap (the disk shrank for another connection):
        * nothing is known, so it counts as changed.
        */
-      if (nbdkit_add_extent (extents, pos, end - pos, 0) == -1) {
+      if ((r = nbdkit_add_extent (extents, pos, end - pos, 0)) == -1)
         *err = errno;
-        return -1;
-      }
       break;
     }
     if (!bits_test (b, g0)) {
       uint64_t limit = ((far - 1) >> g) + 1;
       run_end = MIN (bits_next_set (b, g0, limit) << g, size);
-      if (nbdkit_add_extent (extents, pos, run_end - pos,
-                             NBDKIT_EXTENT_HOLE) == -1) {
+      if ((r = nbdkit_add_extent (extents, pos, run_end - pos,
+                                  NBDKIT_EXTENT_HOLE)) == -1)
         *err = errno;
-        return -1;
-      }
     }
     else {
-      /* Refining a run costs calls below: stop it at the request's
-       * end, unless there is nothing to refine.
+      /* Refining a run needs the layer below: stop it at the
+       * request's end, unless there is nothing to refine.
        */
-      uint64_t stop = below ? MIN (size, end) : far;
+      uint64_t stop = bl.can ? MIN (size, end) : far;
       uint64_t limit = ((stop - 1) >> g) + 1;
       run_end = MIN (bits_next_clear (b, g0, limit) << g, stop);
-      if (add_dirty (next, below, pos, run_end, flags, extents, err) == -1)
-        return -1;
+      r = add_dirty (next, &bl, pos, run_end, MIN (size, end), flags,
+                     extents, err);
     }
     pos = run_end;
     if (flags & NBDKIT_FLAG_REQ_ONE)
       break;
   }
-  return 0;
+  if (bl.ex)
+    nbdkit_extents_free (bl.ex);
+  return r;
 }

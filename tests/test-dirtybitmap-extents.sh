@@ -3,7 +3,8 @@
 # offset and length, with and without REQ_ONE: extents start at the
 # request, are contiguous, clean granules are holes (type 1, never
 # zero), dirty ones data (0) or zero (2) where they read as zeroes,
-# and boundaries fall on granule boundaries or the end of the disk.
+# and boundaries fall on granule boundaries or the end of the disk;
+# what is reported as zero reads as zeroes.
 source ./functions.sh
 set -e
 set -x
@@ -63,6 +64,8 @@ def check(off, count, flags):
         else:
             assert typ in (0, 2), typ
             assert all(x in dirty for x in granules), (off, count, pos, length, typ)
+            if typ == 2:
+                assert h.pread(end - pos, pos) == bytes(end - pos), (pos, length)
         pos += length
     assert pos >= off + count or flags & nbd.CMD_FLAG_REQ_ONE, (off, count, got)
 
