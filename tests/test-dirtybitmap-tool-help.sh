@@ -7,15 +7,6 @@ set -x
 requires_dirtybitmap_filter
 
 # fails MESSAGE ARGS...: dirtybitmap ARGS exits 1 saying MESSAGE.
-fails ()
-{
-    local msg="$1" r=0; shift
-    dirtybitmap "$@" > fails.out 2> fails.err || r=$?
-    cat fails.err
-    test $r = 1
-    test ! -s fails.out
-    grep -F -- "$msg" fails.err
-}
 
 dirtybitmap --help > help.out
 for s in "info [--output=human|json] [-U] FILE" \
@@ -54,34 +45,34 @@ r=0; dirtybitmap > none.out 2> none.err || r=$?
 test $r = 1
 test ! -s none.out
 grep -F "Usage:" none.err
-fails "dirtybitmap: unknown subcommand 'frob'" frob
-fails "Try 'dirtybitmap --help' for more information." frob
+tool_fails "dirtybitmap: unknown subcommand 'frob'" frob
+tool_fails "Try 'dirtybitmap --help' for more information." frob
 
 # Options getopt rejects: its message names the subcommand.
-fails "dirtybitmap info: unrecognized option '--frob'" info --frob x
-fails "Try 'dirtybitmap info --help' for more information." info --frob x
-fails "dirtybitmap map: invalid option -- 'x'" map -x f b0
-fails "dirtybitmap check: unrecognized option '--force-share'" \
+tool_fails "dirtybitmap info: unrecognized option '--frob'" info --frob x
+tool_fails "Try 'dirtybitmap info --help' for more information." info --frob x
+tool_fails "dirtybitmap map: invalid option -- 'x'" map -x f b0
+tool_fails "dirtybitmap check: unrecognized option '--force-share'" \
       check --force-share f
-fails "dirtybitmap bitmap: option '--merge' requires an argument" \
+tool_fails "dirtybitmap bitmap: option '--merge' requires an argument" \
       bitmap --merge
-fails "Try 'dirtybitmap bitmap --help' for more information." \
+tool_fails "Try 'dirtybitmap bitmap --help' for more information." \
       bitmap --merge
 
 # Operands and values.
-fails "dirtybitmap: expecting one FILE" info
-fails "dirtybitmap: expecting one FILE" info a b
-fails "dirtybitmap: expecting FILE and BITMAP" map f
-fails "dirtybitmap: expecting FILE and BITMAP" map f b0 b1
-fails "dirtybitmap: expecting one FILE" check
-fails "dirtybitmap: expecting one FILE" check a b
-fails "dirtybitmap: --output=xml: must be human or json" info --output=xml f
-fails "Try 'dirtybitmap info --help' for more information." \
+tool_fails "dirtybitmap: expecting one FILE" info
+tool_fails "dirtybitmap: expecting one FILE" info a b
+tool_fails "dirtybitmap: expecting FILE and BITMAP" map f
+tool_fails "dirtybitmap: expecting FILE and BITMAP" map f b0 b1
+tool_fails "dirtybitmap: expecting one FILE" check
+tool_fails "dirtybitmap: expecting one FILE" check a b
+tool_fails "dirtybitmap: --output=xml: must be human or json" info --output=xml f
+tool_fails "Try 'dirtybitmap info --help' for more information." \
       info --output=xml f
-fails "dirtybitmap: --output=yaml: must be human or json" \
+tool_fails "dirtybitmap: --output=yaml: must be human or json" \
       map --output=yaml f b0
-fails "dirtybitmap: Expecting filename and bitmap name" bitmap --add f
-fails "dirtybitmap: -g 12x: invalid granularity" bitmap --add -g 12x f b0
-fails "dirtybitmap: --size ten: invalid size" bitmap --add --size ten f b0
+tool_fails "dirtybitmap: Expecting filename and bitmap name" bitmap --add f
+tool_fails "dirtybitmap: -g 12x: invalid granularity" bitmap --add -g 12x f b0
+tool_fails "dirtybitmap: --size ten: invalid size" bitmap --add --size ten f b0
 # None of that created a file.
 test ! -e f

@@ -10,16 +10,6 @@ requires_dirtybitmap_filter
 edit="$abs_top_srcdir/tests/bmfile-edit.py"
 bm=disk.img.bitmaps
 
-fails ()
-{
-    local msg="$1" r=0; shift
-    dirtybitmap "$@" > fails.out 2> fails.err || r=$?
-    cat fails.err
-    test $r = 1
-    test ! -s fails.out
-    grep -F -- "$msg" fails.err
-}
-
 # A file the filter created, no client yet: the disk size is unknown.
 yes | head -c 1000000 > disk.img
 nbdkit -U - --filter="$FILTER" file disk.img bitmap=b0 action=add --run true
@@ -204,8 +194,8 @@ grep -F "state: not closed cleanly (pid 4242, durability=flush, same boot)" same
 test "$(grep -c 'consistent: true' sameboot.out)" = 2
 
 # Errors.
-fails "dirtybitmap: nosuch.bitmaps: No such file or directory" \
+tool_fails "dirtybitmap: nosuch.bitmaps: No such file or directory" \
       info nosuch.bitmaps
-fails "dirtybitmap: disk.img: not a dirtybitmap file (bad magic)" \
+tool_fails "dirtybitmap: disk.img: not a dirtybitmap file (bad magic)" \
       info disk.img
-fails "dirtybitmap: .: not a regular file" info .
+tool_fails "dirtybitmap: .: not a regular file" info .

@@ -13,16 +13,6 @@ sock="$PWD/sock"
 uri="nbd+unix:///?socket=$sock"
 inuse="dirtybitmap: $bm: in use by another process (a running nbdkit or dirtybitmap)"
 
-fails ()
-{
-    local msg="$1" r=0; shift
-    dirtybitmap "$@" > fails.out 2> fails.err || r=$?
-    cat fails.err
-    test $r = 1
-    test ! -s fails.out
-    grep -F -- "$msg" fails.err
-}
-
 yes | head -c 1M > disk.img
 dirtybitmap bitmap --add -g 4K --size 1M $bm b0
 dirtybitmap bitmap --add --size 1M other.bitmaps b0
@@ -32,11 +22,11 @@ start_nbdkit -P "$PWD/pid" -U "$sock" --filter="$FILTER" \
 pid="$(cat pid)"
 sum=$(md5sum < $bm)
 
-fails "$inuse" bitmap --add $bm b1
-fails "$inuse" bitmap --clear $bm b0
-fails "$inuse" bitmap --merge b0 -b $bm other.bitmaps b0
+tool_fails "$inuse" bitmap --add $bm b1
+tool_fails "$inuse" bitmap --clear $bm b0
+tool_fails "$inuse" bitmap --merge b0 -b $bm other.bitmaps b0
 for args in "info $bm" "map $bm b0" "info --output=json $bm"; do
-    fails "$inuse" $args
+    tool_fails "$inuse" $args
     grep -F "dirtybitmap: use -U to read it while it is in use" fails.err
 done
 test "$(md5sum < $bm)" = "$sum"
@@ -82,7 +72,7 @@ EOF2
 nbdinfo --map "$uri" | cmp - tool.map
 dirtybitmap check $bm
 # Still refused, and the server still serves.
-fails "$inuse" bitmap --remove $bm b0
+tool_fails "$inuse" bitmap --remove $bm b0
 nbdsh -u "$uri" -c 'h.pwrite(b"x", 900000)'
 dirtybitmap map -U $bm b0 | grep -F "    897024        4096    0  data"
 

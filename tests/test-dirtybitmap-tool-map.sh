@@ -12,16 +12,6 @@ oracle="$abs_top_srcdir/tests/dirty-ranges.py"
 edit="$abs_top_srcdir/tests/bmfile-edit.py"
 bm=disk.img.bitmaps
 
-fails ()
-{
-    local msg="$1" r=0; shift
-    dirtybitmap map "$@" > fails.out 2> fails.err || r=$?
-    cat fails.err
-    test $r = 1
-    test ! -s fails.out
-    grep -F -- "$msg" fails.err
-}
-
 # Not a multiple of the granularity: the last range ends at the end
 # of the disk.
 size=$((1024 * 1024 + 1000))
@@ -119,16 +109,16 @@ dirtybitmap map unsized.bitmaps b0 > unsized.map
 test ! -s unsized.map
 
 # Errors.
-fails "dirtybitmap: bitmap b9 not found in $bm" $bm b9
-fails "dirtybitmap: nosuch.bitmaps: No such file or directory" \
+tool_fails "dirtybitmap: bitmap b9 not found in $bm" map $bm b9
+tool_fails "dirtybitmap: nosuch.bitmaps: No such file or directory" map \
       nosuch.bitmaps b0
-fails "dirtybitmap: disk.img: not a dirtybitmap file (bad magic)" \
+tool_fails "dirtybitmap: disk.img: not a dirtybitmap file (bad magic)" map \
       disk.img b0
 cp $bm crash.bitmaps
 python3 "$edit" crash.bitmaps set flags 3
 python3 "$edit" crash.bitmaps set boot_id 00000000-0000-0000-0000-000000000000
 sum=$(md5sum < crash.bitmaps)
-fails "dirtybitmap: bitmap b0 is inconsistent: it was recording when the machine stopped uncleanly or its file could not be synced, so it may have missed changes; remove it and take a full backup" \
+tool_fails "dirtybitmap: bitmap b0 is inconsistent: it was recording when the machine stopped uncleanly or its file could not be synced, so it may have missed changes; remove it and take a full backup" map \
       crash.bitmaps b0
 # A disabled bitmap did not record then: still consistent, and map
 # only reads.
