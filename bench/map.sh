@@ -185,6 +185,7 @@ now () { echo "${EPOCHREALTIME/[.,]/}"; }
     echo "filter: $FILTER"
     echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1)," \
          "$(nproc) CPUs ($(lscpu | sed -n 's/^Thread(s) per core: *//p') threads/core)"
+    echo "virtualization: $(lscpu | sed -n 's/^Hypervisor vendor: *//p' | head -1) $(systemd-detect-virt 2>/dev/null)"
     echo "memory: $(free -m | awk '/^Mem:/ {print $2 " MiB"}')"
     echo "kernel: $(uname -srm)"
     echo "os: $(. /etc/os-release && echo "$PRETTY_NAME")"

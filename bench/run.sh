@@ -319,6 +319,7 @@ machine ()
     echo "filter: $FILTER"
     echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1)," \
          "$(nproc) CPUs ($(lscpu | sed -n 's/^Thread(s) per core: *//p') threads/core)"
+    echo "virtualization: $(lscpu | sed -n 's/^Hypervisor vendor: *//p' | head -1) $(systemd-detect-virt 2>/dev/null)"
     echo "memory: $(free -m | awk '/^Mem:/ {print $2 " MiB"}')"
     echo "kernel: $(uname -srm)"
     echo "os: $(. /etc/os-release && echo "$PRETTY_NAME")"
@@ -449,14 +450,24 @@ nconf=$(echo $configs | wc -w)
 nwork=$(echo $workloads | wc -w)
 total=$((rounds * nconf * nwork))
 echo "$total cells, about $(( (total * (runtime + 1) + 59) / 60 )) minutes; raw results in $results" | tee -a "$log"
-printf 'round\tworkload\tconfig\tiops\tbw_bytes\n' > "$results"
+printf 'round\tworkload\tconfig\tiops\tbw_bytes\tcpu_us_per_io\n' > "$results"
 
 # --- The cells ---------------------------------------------------------
 
-# Sets v to "IOPS<tab>bytes/s".
+# CPU time (user + system, all threads) of process $1, in clock ticks.
+cpu_ticks ()
+{
+    local stat
+    stat="$(cat "/proc/$1/stat")"
+    stat="${stat##*) }"
+    set -- $stat
+    echo $(( ${12} + ${13} ))
+}
+
+# Sets v to "IOPS<tab>bytes/s<tab>server CPU microseconds per I/O".
 run_cell ()
 {
-    local r="$1" w="$2" c="$3" i bmf dirty wargs
+    local r="$1" w="$2" c="$3" i bmf dirty wargs pid cpu0 cpu1
     d="$work/cell"
     rm -rf "$d"
     mkdir "$d"
@@ -483,9 +494,12 @@ run_cell ()
             fi ;;
     esac
     sync
+    pid="$(cat "$d/pid")"
+    cpu0=$(cpu_ticks "$pid")
     eval "$FIO" >> "$log" 2>&1 ||
         { echo "$prog: $c $w: fio failed" >&2; tail -20 "$log" >&2; exit 1; }
-    v="$(python3 - "$d/fio.json" <<'EOF'
+    cpu1=$(cpu_ticks "$pid")
+    v="$(python3 - "$d/fio.json" $((cpu1 - cpu0)) "$(getconf CLK_TCK)" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"]
 assert len(j) == 1, "expected one group report"
@@ -493,7 +507,8 @@ j = j[0]
 assert j["error"] == 0, "fio job error %d" % j["error"]
 w = j["write"]
 assert w["io_bytes"] > 0, "nothing written"
-print("%.1f\t%d" % (w["iops"], w["bw_bytes"]))
+cpu_s = int(sys.argv[2]) / int(sys.argv[3])
+print("%.1f\t%d\t%.2f" % (w["iops"], w["bw_bytes"], cpu_s * 1e6 / w["total_ios"]))
 EOF
 )"
     stop_server "$c"
@@ -514,8 +529,8 @@ for ((r = 1; r <= rounds; ++r)); do
             n=$((n + 1))
             run_cell "$r" "$w" "$c"
             echo "$v" | awk -v n="$n" -v t="$total" -v r="$r" -v w="$w" -v c="$c" \
-                '{ printf "[%d/%d] round %d %-10s %-22s %9.0f IOPS %8.1f MB/s\n",
-                          n, t, r, w, c, $1, $2 / 1e6 }' | tee -a "$log" >&2
+                '{ printf "[%d/%d] round %d %-10s %-22s %9.0f IOPS %8.1f MB/s %7.1f us CPU/IO\n",
+                          n, t, r, w, c, $1, $2 / 1e6, $3 }' | tee -a "$log" >&2
         done
     done
 done
@@ -539,10 +554,12 @@ configs = list(base)
 workloads = list(titles)
 
 val = {}                        # (workload, config) -> {round: value}
+cpu = {}                        # the same, server CPU us per I/O
 for r in rows:
     w, c = r["workload"], r["config"]
     v = float(r["iops"]) if w.startswith("4k") else float(r["bw_bytes"]) / 1e6
     val.setdefault((w, c), {})[int(r["round"])] = v
+    cpu.setdefault((w, c), {})[int(r["round"])] = float(r["cpu_us_per_io"])
 
 def ratios(w, a, b):
     """Per-round ratios a/b."""
@@ -552,10 +569,15 @@ def ratios(w, a, b):
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
+print("ratio: median of the per-round ratios to the baseline (vs); CPU/IO:")
+print("the server's CPU time (user + system) per I/O, median, in microseconds,")
+print("and its median per-round ratio to the baseline's.")
+print()
 for w in workloads:
     print(titles[w])
-    print("  %-22s %10s %21s %7s %13s  %s" %
-          ("configuration", "median", "min-max", "ratio", "round ratios", "vs"))
+    print("  %-20s %8s %15s %6s %11s %7s %5s  %s" %
+          ("configuration", "median", "min-max", "ratio", "rounds", "CPU/IO",
+           "ratio", "vs"))
     for c in configs:
         vs = list(val.get((w, c), {}).values())
         if not vs:
@@ -563,15 +585,19 @@ for w in workloads:
         fmt = "%.0f" if w.startswith("4k") else "%.1f"
         b = base[c]
         rs = ratios(w, c, b)
+        cs = list(cpu[(w, c)].values())
         if c == b:
-            rtxt, rng, vs_ = "", "", ""
+            rtxt, rng, ctxt, vs_ = "", "", "", ""
         else:
             rtxt = "%.3f" % med(rs)
             rng = "%.2f-%.2f" % (min(rs), max(rs))
+            cb = cpu.get((w, b), {})
+            crs = [cpu[(w, c)][k] / cb[k] for k in cpu[(w, c)] if cb.get(k)]
+            ctxt = "%.2f" % med(crs)
             vs_ = b
-        print("  %-22s %10s %21s %7s %13s  %s" %
+        print("  %-20s %8s %15s %6s %11s %7.1f %5s  %s" %
               (c, fmt % med(vs), (fmt % min(vs)) + "-" + (fmt % max(vs)),
-               rtxt, rng, vs_))
+               rtxt, rng, med(cs), ctxt, vs_))
     print()
 
 # The targets, where their configurations were run.
