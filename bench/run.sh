@@ -229,7 +229,7 @@ if [ -z "$FILTER" ] || ! nbdkit --filter="$FILTER" null --version >/dev/null 2>&
     echo "$prog: the filter is not built or does not load (run make, or set FILTER=PATH)" >&2
     exit 1
 fi
-export FILTER SIZE
+export FILTER SIZE DIRTYBITMAP
 
 needs="nbdkit nbdsh fio python3"
 if [ -n "$callgrind" ]; then
@@ -353,11 +353,22 @@ if [ -n "$callgrind" ]; then
             null+bm) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps" ;;
             null+bm-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps" ;;
             null+bm-strict-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=strict" ;;
+            null+32bm|null+32bm-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b1 bitmap-file=\$d/bitmaps" ;;
         esac
     }
+    # 32 enabled bitmaps, made before the server starts.
+    cg_setup ()
+    {
+        case "$1" in
+            null+32bm*) echo '$DIRTYBITMAP bitmap --size $SIZE --add $d/bitmaps b1 && for i in $(seq 2 32); do $DIRTYBITMAP bitmap --add $d/bitmaps b$i; done' ;;
+            *) echo ":" ;;
+        esac
+    }
+    CG_CONFIGS="null null+noextents null+bm null+bm-dirty null+bm-strict-dirty null+32bm null+32bm-dirty"
     {
         echo "Commands (\$n is $callgrind, then 0):"
-        for c in null null+noextents null+bm null+bm-dirty null+bm-strict-dirty; do
+        for c in $CG_CONFIGS; do
+            s="$(cg_setup "$c")"; [ "$s" = ":" ] || echo "    $s"
             echo "  $c: $CG_NBDKIT $(cg_args $c)"
             p="$(prep_cmd "$c")"; [ "$p" = ":" ] || echo "    $p"
         done
@@ -373,6 +384,7 @@ if [ -n "$callgrind" ]; then
         d="$work/cell"
         rm -rf "$d"; mkdir "$d"
         echo "== $c, $n writes" >> "$log"
+        eval "$(cg_setup "$c")" >> "$log" 2>&1
         eval "$CG_NBDKIT $(cg_args "$c") &" >> "$log" 2>&1
         cg_pid=$!
         for ((i = 0; i < 600; ++i)); do
@@ -401,11 +413,11 @@ if [ -n "$callgrind" ]; then
     {
         echo "null+noextents is nbdkit's noextents filter, which passes writes"
         echo "straight down: what any filter layer costs in nbdkit.  store_track"
-        echo "is the filter's tracking, inclusive."
+        echo "is the filter's tracking, inclusive.  null+32bm: 32 enabled bitmaps."
         printf '%-22s %12s %14s\n' configuration "instr/write" "store_track"
     } | tee -a "$log"
     base=
-    for c in null null+noextents null+bm null+bm-dirty null+bm-strict-dirty; do
+    for c in $CG_CONFIGS; do
         cg_run $c 0
         t0=$cg_total f0=${cg_track:-0}
         cg_run $c "$callgrind"
@@ -413,7 +425,7 @@ if [ -n "$callgrind" ]; then
         per=$(( (t1 - t0) / callgrind ))
         st=$(( (f1 - f0) / callgrind ))
         [ -n "$base" ] || base=$per
-        case $c in *+bm*) ;; *) st=- ;; esac
+        case $c in *bm*) ;; *) st=- ;; esac
         printf '%-22s %12d %14s   (+%d over null)\n' "$c" "$per" "$st" \
                $((per - base)) | tee -a "$log"
     done
