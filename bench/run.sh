@@ -404,9 +404,10 @@ if [ -n "$callgrind" ]; then
         cg_total=$(callgrind_annotate "$d/cg.out" 2>/dev/null |
                    sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
         cg_track=$(callgrind_annotate --inclusive=yes "$d/cg.out" 2>/dev/null |
-                   sed -n 's/^ *\([0-9,]*\) .*:store_track .*/\1/p' | tr -d , |
+                   sed -n 's/^ *\([0-9,]*\) .*:store_track\( .*\)*$/\1/p' | tr -d , |
                    sort -n | tail -1)
         [ -n "$cg_total" ] || { echo "$prog: $c: no callgrind totals" >&2; exit 1; }
+        mv "$d/cg.out" "$work/callgrind.$c.$n"
         rm -rf "$d"
         d=
     }
