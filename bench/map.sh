@@ -5,7 +5,7 @@
 # the bitmaps cost in memory.
 #
 #   bench/map.sh [--quick] [--reps=N] [--rounds=N] [--runtime=SECONDS]
-#                [--dir=DIR]
+#                [--dir=DIR] [--parts=maps,memory,writes]
 #
 # Maps: the servers all run at once and each repetition asks each of
 # them in turn (interleaved), so a slow phase of the machine hits all
@@ -39,6 +39,7 @@ rounds=5
 runtime=8
 basedir="${TMPDIR:-/tmp}"
 mode=full
+parts="maps memory writes"
 
 usage ()
 {
@@ -53,6 +54,7 @@ for arg in "$@"; do
         --rounds=*) rounds="${arg#*=}" ;;
         --runtime=*) runtime="${arg#*=}" ;;
         --dir=*) basedir="${arg#*=}" ;;
+        --parts=*) parts="${arg#*=}"; parts="${parts//,/ }" ;;
         -h|--help) usage 0 ;;
         *) echo "$prog: unknown option $arg" >&2; usage ;;
     esac
@@ -197,8 +199,12 @@ now () { echo "${EPOCHREALTIME/[.,]/}"; }
     echo
 } | tee "$log"
 
+want () { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
 #-----------------------------------------------------------------------
 # 1. Maps.
+
+if want maps; then
 
 maps=()                         # "name|description|nbdinfo args|dirty"
 
@@ -328,6 +334,7 @@ for m in "${maps[@]}"; do
     stop $name
 done
 rm -f "$work"/*.qcow2 "$work"/*.bitmaps "$work"/*.map "$work"/*.list
+fi
 
 #-----------------------------------------------------------------------
 # 2. Memory: what 1, 8 and 32 bitmaps of a 16 TiB disk cost.
@@ -374,20 +381,23 @@ assert j["error"] == 0 and j["write"]["io_bytes"] > 0
 print ("%.0f" % j["write"]["iops"])' "$work/fio.json"
 }
 
+if want memory; then
 {
     echo "Memory of nbdkit with N enabled bitmaps on a 16 TiB null disk (64K granules:"
     echo "16T/64K/8 = 32 MiB per bitmap), before and after ${runtime}s of 4K random writes:"
     echo "  command: dirtybitmap bitmap --size 16T --add \$w/mem.bitmaps b1; ... --add \$w/mem.bitmaps bN"
-    echo "           nbdkit -U \$w/mem.sock -P \$w/mem.pid --filter=\$FILTER null 16T bitmap=b1 bitmap-file=\$w/mem.bitmaps"
+    echo "           nbdkit -U \$w/mem.sock -P \$w/mem.pid --filter=\$FILTER null 16T bitmap=b1 bitmap-file=\$w/mem.bitmaps durability=MODE"
     f="${FIO_W//NAME/mem}"
     echo "           ${f//RUNTIME/$runtime}"
-    printf '  %3s %12s %12s %12s %12s %12s %10s\n' N "mapped MiB" "anon before" "anon after" \
+    echo "  (strict: the same with durability=strict)"
+    printf '  %-10s %10s %12s %12s %12s %12s %8s\n' N "mapped MiB" "anon before" "anon after" \
            "file before" "file after" "IOPS"
 } | tee -a "$log"
-for n in 1 8 32; do
+for spec in 1:flush 8:flush 32:flush 1:strict 32:strict; do
+    n="${spec%:*}" mode="${spec#*:}"
     make_bitmaps "$work/mem.bitmaps" 16T $n >> "$log" 2>&1
     start mem nbdkit -U "$work/mem.sock" -P "$work/mem.pid" --filter="$FILTER" \
-          null 16T bitmap=b1 bitmap-file="$work/mem.bitmaps"
+          null 16T bitmap=b1 bitmap-file="$work/mem.bitmaps" durability=$mode
     pid="$(cat "$work/mem.pid")"
     # One connection first, so that the bitmaps are sized and mapped.
     nbdsh -u "$(uri mem)" -c 'h.get_size ()'
@@ -395,16 +405,18 @@ for n in 1 8 32; do
     iops=$(fio_run mem "$runtime")
     read -r mapped anon1 file1 <<< "$(mem_of "$pid" "$work/mem.bitmaps")"
     stop mem
-    printf '  %3d %12.1f %9d KiB %9d KiB %9d KiB %9d KiB %10s\n' $n \
+    printf '  %-10s %10.1f %8d KiB %8d KiB %8d KiB %8d KiB %8s\n' "$n $mode" \
            "$(awk -v k="$mapped" 'BEGIN {print k / 1024}')" "$anon0" "$anon1" "$file0" "$file1" "$iops" |
         tee -a "$log"
 done
 rm -f "$work/mem.bitmaps"
 echo | tee -a "$log"
+fi
 
 #-----------------------------------------------------------------------
 # 3. Write cost with 1, 8 and 32 enabled bitmaps, interleaved rounds.
 
+if want writes; then
 cells=()
 for n in 1 8 32; do
     cells+=("2G:$n:fresh" "2G:$n:dirty" "16T:$n:fresh")
@@ -467,5 +479,6 @@ for size, kind in (("2G", "fresh"), ("2G", "dirty"), ("16T", "fresh")):
               (size, kind, n, statistics.median(c.values()),
                statistics.median(rs), min(rs), max(rs), verdict))
 EOF
+fi
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
 echo "log: $log"
