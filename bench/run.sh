@@ -36,11 +36,11 @@ top="$(cd "$here/.." && pwd)"
 
 # --- Options -----------------------------------------------------------
 
-ALL_CONFIGS="memory memory+bm file file-aa file+bm file+bm-dirty \
-file+bm-strict file+bm-strict-dirty null null+bm null+bm-dirty \
-null+bm-strict qemu-qcow2-bm qemu-raw"
-QUICK_CONFIGS="file file-aa file+bm file+bm-dirty file+bm-strict \
-file+bm-strict-dirty null null+bm-dirty qemu-qcow2-bm"
+ALL_CONFIGS="memory memory+bm file file-aa file+noextents file+bm \
+file+bm-dirty file+bm-strict file+bm-strict-dirty null null+noextents \
+null+bm null+bm-dirty null+bm-strict qemu-qcow2-bm qemu-raw"
+QUICK_CONFIGS="file file-aa file+noextents file+bm file+bm-dirty \
+file+bm-strict file+bm-strict-dirty null null+bm-dirty qemu-qcow2-bm"
 ALL_WORKLOADS="4k-rand 4k-rand-2j 64k-rand 1m-seq"
 
 rounds=5
@@ -98,6 +98,8 @@ describe ()
         memory+bm) echo "filter over memory: fresh bitmap, durability=flush" ;;
         file) echo "nbdkit file, no filter (baseline)" ;;
         file-aa) echo "nbdkit file, no filter, a second identical server (A/A)" ;;
+        file+noextents) echo "nbdkit's noextents filter over file: writes pass straight down (what any filter layer costs)" ;;
+        null+noextents) echo "nbdkit's noextents filter over null (what any filter layer costs)" ;;
         file+bm) echo "filter over file: fresh bitmap, durability=flush" ;;
         file+bm-dirty) echo "filter over file: every bit already set, durability=flush" ;;
         file+bm-strict) echo "filter over file: fresh bitmap, durability=strict" ;;
@@ -143,6 +145,8 @@ server_cmd ()
         memory) echo "$NBDKIT memory \$SIZE" ;;
         memory+bm) echo "$NBDKIT --filter=\$FILTER memory \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps" ;;
         file|file-aa) echo "$NBDKIT file \$d/disk.img" ;;
+        file+noextents) echo "$NBDKIT --filter=noextents file \$d/disk.img" ;;
+        null+noextents) echo "$NBDKIT --filter=noextents null \$SIZE" ;;
         file+bm*) echo "$NBDKIT --filter=\$FILTER file \$d/disk.img bitmap=b0 action=add$strict" ;;
         null) echo "$NBDKIT null \$SIZE" ;;
         null+bm*) echo "$NBDKIT --filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps$strict" ;;
@@ -629,6 +633,11 @@ print("Noise floor (two identical nbdkit file servers):")
 for w in workloads:
     line("file-aa / file", w, "file-aa", "file")
 print()
+print("Any nbdkit filter layer (noextents passes writes straight down):")
+for w in workloads:
+    line("file+noextents / file", w, "file+noextents", "file")
+    line("file+bm-dirty / file+noextents", w, "file+bm-dirty", "file+noextents")
+print()
 print("Targets (median of per-round ratios):")
 for w in ("4k-rand", "4k-rand-2j"):
     line("bits set: file+bm-dirty / file", w, "file+bm-dirty", "file", 0.97)
@@ -647,6 +656,7 @@ for w in workloads:
 print()
 print("The filter's own cost (over null, which drops writes):")
 for w in workloads:
+    line("null+noextents / null", w, "null+noextents", "null")
     line("null+bm-dirty / null", w, "null+bm-dirty", "null")
     line("null+bm / null", w, "null+bm", "null")
     line("null+bm-strict / null+bm", w, "null+bm-strict", "null+bm")
