@@ -19,7 +19,13 @@
 # nbdkit, not a plugin.  The floor is nbdinfo --map of the same null
 # disk without the filter: nbdinfo asks for at most 4 GiB per
 # block-status request, so a 16 TiB map takes 4096 round trips
-# whatever serves it.
+# whatever serves it.  nbdkit's extentlist filter serving the same
+# extents from a list shows what nbdkit costs to send them, and a
+# 1 TiB disk with the same dirt what depends on the disk size.
+#
+# Many bitmaps: 4K random writes with 1, 8 and 32 enabled bitmaps,
+# interleaved rounds.  Memory: the bitmap file's mapping and the
+# resident memory of nbdkit, before and after writes.
 #
 # See BENCHMARKS.md for results.
 
@@ -43,7 +49,7 @@ parts="maps memory writes"
 
 usage ()
 {
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-1}"
 }
 
