@@ -4,7 +4,10 @@
  * Write path.  A request dirties granules [offset >> g, (offset +
  * count - 1) >> g] of every recording bitmap.  If all those bits are
  * already set (the common case once a disk has been written), the
- * test is a few atomic loads: no lock, no system call.  Otherwise,
+ * test is a few atomic loads: no lock, no system call.  The test reads
+ * one view per granularity (struct fast_view), whose bits are set only
+ * where every recording bitmap of that granularity is dirty, so its
+ * cost does not grow with the number of bitmaps.  Otherwise,
  * under `lock`: take a ticket (++requested), set the bits in the
  * shared mapping; the bits are then in the page cache and survive
  * kill -9.  Only then does the request go down.
@@ -16,11 +19,10 @@
  * runs fdatasync for all the tickets taken so far while the others
  * wait on `cond` (group commit).
  *
- * durability=strict keeps a second, in-memory copy of each recording
- * bitmap, `durable`, holding only bits known to be synced.  The fast
- * path tests that copy, so a request whose granules are durably dirty
- * never waits; any other takes a ticket, sets its bits, waits for the
- * group commit covering its ticket, then marks them durable.
+ * With durability=strict the views hold only bits known to be synced,
+ * so a request whose granules are durably dirty never waits; any
+ * other takes a ticket, sets its bits, waits for the group commit
+ * covering its ticket, then sets them in the views.
  *
  * The file records "open by this boot, in this mode" at the first
  * bit this run sets, not at startup: a run that writes nothing (a
@@ -83,9 +85,12 @@ free_set (struct bitmap_set *s)
     struct bitmap_set *older = s->older;
     for (i = 0; i < s->nr; ++i) {
       bmf_unmap (&s->bm[i].bits);
-      free (s->bm[i].durable.words);
       free ((char *) s->bm[i].name);
     }
+    for (i = 0; i < s->nr_views; ++i)
+      if (s->views[i].owned)
+        free (s->views[i].bits.words);
+    free (s->views);
     free (s->bm);
     free (s->recording);
     free (s);
@@ -93,25 +98,59 @@ free_set (struct bitmap_set *s)
   }
 }
 
-/* The strict-mode copy starts as the mapped bits: build_set runs
- * just before a commit, whose fdatasync makes them durable, and the
- * set is used only after it.
+/* Build the views of the recording bitmaps: one per granularity (and
+ * size), the AND of its members.  In strict mode they start as the
+ * mapped bits too: build_set runs just before a commit, whose
+ * fdatasync makes them durable, and the set is used only after it.
  */
 static int
-copy_durable (struct live_bitmap *lb)
+build_views (struct bitmap_set *s)
 {
-  size_t len = bits_nr_words (lb->bits.nr_bits) * 8;
+  size_t i, j;
 
-  lb->durable.nr_bits = lb->bits.nr_bits;
-  if (len == 0)
-    return 0;
-  lb->durable.words = malloc (len);
-  if (lb->durable.words == NULL) {
-    nbdkit_error ("dirtybitmap: bitmap %s: %m", lb->name);
-    return -1;
+  s->views = calloc (MAX (s->nr_recording, 1), sizeof *s->views);
+  if (s->views == NULL)
+    goto fail;
+  for (i = 0; i < s->nr_recording; ++i) {
+    const struct live_bitmap *lb = s->recording[i];
+    struct fast_view *v;
+    uint64_t w, n = bits_nr_words (lb->bits.nr_bits);
+
+    for (j = 0; j < s->nr_views; ++j)
+      if (s->views[j].gbits == lb->gbits &&
+          s->views[j].bits.nr_bits == lb->bits.nr_bits)
+        break;
+    v = &s->views[j];
+    if (j == s->nr_views) {
+      /* The first member: its own bits, until a second one comes or
+       * strict mode needs a copy.
+       */
+      s->nr_views++;
+      v->gbits = lb->gbits;
+      v->bits.nr_bits = lb->bits.nr_bits;
+      v->bits.words = lb->bits.words;
+      v->owned = false;
+      if (durability != BMF_STRICT || n == 0)
+        continue;
+    }
+    if (n == 0)
+      continue;
+    if (!v->owned) {
+      uint64_t *copy = malloc (n * sizeof *copy);
+      if (copy == NULL)
+        goto fail;
+      memcpy (copy, v->bits.words, n * sizeof *copy);
+      v->bits.words = copy;
+      v->owned = true;
+    }
+    for (w = 0; w < n; ++w)
+      v->bits.words[w] &= lb->bits.words[w];
   }
-  memcpy (lb->durable.words, lb->bits.words, len);
   return 0;
+
+ fail:
+  nbdkit_error ("dirtybitmap: cannot allocate the bitmap views: %m");
+  return -1;
 }
 
 /* Map every bitmap of st writable and build its summary. */
@@ -148,12 +187,12 @@ build_set (const struct bmf_state *st)
       free_set (s);
       return NULL;
     }
-    if (lb->recording && durability == BMF_STRICT && copy_durable (lb) == -1) {
-      free_set (s);
-      return NULL;
-    }
     if (lb->recording)
       s->recording[s->nr_recording++] = lb;
+  }
+  if (build_views (s) == -1) {
+    free_set (s);
+    return NULL;
   }
   return s;
 }
@@ -343,33 +382,35 @@ sync_to (uint64_t target, int *err)
  * The write path.
  */
 
-/* The granules of lb that [offset, offset+count) touches, clipped to
- * the bitmap (a request past its end can only come from a connection
- * that saw the disk bigger before another saw it shrink).
+/* The granules of 2^gbits bytes that [offset, offset+count) touches,
+ * clipped to b (a request past its end can only come from a
+ * connection that saw the disk bigger before another saw it shrink).
  */
 static inline bool
-range_of (const struct live_bitmap *lb, uint64_t offset, uint32_t count,
-          uint64_t *first, uint64_t *last)
+range_of (const struct bits *b, unsigned gbits,
+          uint64_t offset, uint32_t count, uint64_t *first, uint64_t *last)
 {
-  *first = offset >> lb->gbits;
-  *last = (offset + count - 1) >> lb->gbits;
-  if (*first >= lb->bits.nr_bits)
+  *first = offset >> gbits;
+  *last = (offset + count - 1) >> gbits;
+  if (*first >= b->nr_bits)
     return false;
-  *last = MIN (*last, lb->bits.nr_bits - 1);
+  *last = MIN (*last, b->nr_bits - 1);
   return true;
 }
 
+/* The fast test: are the granules dirty in every recording bitmap
+ * (and, in strict mode, durably so)?
+ */
 static inline bool
-all_dirty (const struct bitmap_set *s, uint64_t offset, uint32_t count,
-           bool durable)
+all_dirty (const struct bitmap_set *s, uint64_t offset, uint32_t count)
 {
   uint64_t first, last;
   size_t i;
 
-  for (i = 0; i < s->nr_recording; ++i) {
-    const struct live_bitmap *lb = s->recording[i];
-    if (range_of (lb, offset, count, &first, &last) &&
-        !bits_all_set (durable ? &lb->durable : &lb->bits, first, last))
+  for (i = 0; i < s->nr_views; ++i) {
+    const struct fast_view *v = &s->views[i];
+    if (range_of (&v->bits, v->gbits, offset, count, &first, &last) &&
+        !bits_all_set (&v->bits, first, last))
       return false;
   }
   return true;
@@ -414,9 +455,12 @@ record_open_locked (void)
   return 0;
 }
 
-/* First touch: with lock held, take a ticket, then set the bits in
- * the mapping (durable == false) or, after the sync, in the strict
- * mode copy (durable == true).
+/* First touch, with lock held: take a ticket and set the bits in every
+ * recording bitmap (durable == false); in flush mode that also makes
+ * them set in the views.  In strict mode the caller then waits for the
+ * sync and calls again with durable == true to set them in the views.
+ * The views are set last: a lock-free reader that finds a bit there
+ * relies on the bitmaps having it.
  */
 static uint64_t
 set_bits_locked (uint64_t offset, uint32_t count, bool durable)
@@ -425,17 +469,25 @@ set_bits_locked (uint64_t offset, uint32_t count, bool durable)
   uint64_t ticket = requested, first, last;
   size_t i;
 
-  if (!durable)
+  if (!durable) {
     __atomic_store_n (&requested, ++ticket, __ATOMIC_SEQ_CST);
-  for (i = 0; i < s->nr_recording; ++i) {
-    struct live_bitmap *lb = s->recording[i];
-    if (range_of (lb, offset, count, &first, &last) &&
-        bits_set_range (durable ? &lb->durable : &lb->bits, first, last) &&
-        dirtybitmap_debug_verbose && !durable)
-      nbdkit_debug ("dirtybitmap: %s: dirtied granules %" PRIu64
-                    "-%" PRIu64 " (ticket %" PRIu64 ")",
-                    lb->name, first, last, ticket);
+    for (i = 0; i < s->nr_recording; ++i) {
+      struct live_bitmap *lb = s->recording[i];
+      if (range_of (&lb->bits, lb->gbits, offset, count, &first, &last) &&
+          bits_set_range (&lb->bits, first, last) &&
+          dirtybitmap_debug_verbose)
+        nbdkit_debug ("dirtybitmap: %s: dirtied granules %" PRIu64
+                      "-%" PRIu64 " (ticket %" PRIu64 ")",
+                      lb->name, first, last, ticket);
+    }
   }
+  if (durable || durability != BMF_STRICT)
+    for (i = 0; i < s->nr_views; ++i) {
+      struct fast_view *v = &s->views[i];
+      if (v->owned &&
+          range_of (&v->bits, v->gbits, offset, count, &first, &last))
+        bits_set_range (&v->bits, first, last);
+    }
   return ticket;
 }
 
@@ -450,7 +502,7 @@ store_track (uint64_t offset, uint32_t count, bool fua, int *err)
     return 0;
 
   /* Fast path: no lock, no system call. */
-  if (all_dirty (s, offset, count, strict)) {
+  if (all_dirty (s, offset, count)) {
     if (strict || !fua)
       return 0;
     return sync_to (__atomic_load_n (&requested, __ATOMIC_SEQ_CST), err);

@@ -17,7 +17,18 @@ struct live_bitmap {
   unsigned gbits;
   bool recording;               /* enabled and consistent */
   struct bits bits;             /* mapped shared from the file */
-  struct bits durable;          /* strict: bits known to be synced */
+};
+
+/* What the write path's fast test reads: for the recording bitmaps of
+ * one granularity, bit i is set only if granule i is dirty in every
+ * one of them (and, with durability=strict, known to be on stable
+ * storage).  It only gains bits while its set lives.  A lone bitmap
+ * in flush mode is its own view; otherwise the view is a copy.
+ */
+struct fast_view {
+  unsigned gbits;
+  struct bits bits;
+  bool owned;                   /* bits.words allocated for the view */
 };
 
 /* A set never changes size once published; a resize publishes a new
@@ -30,6 +41,8 @@ struct bitmap_set {
   struct live_bitmap *bm;       /* in directory order */
   size_t nr_recording;
   struct live_bitmap **recording;
+  size_t nr_views;
+  struct fast_view *views;      /* one per granularity of recording */
   struct bitmap_set *older;     /* retired sets, freed at close */
 };
 

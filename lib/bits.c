@@ -85,35 +85,58 @@ bits_set_range (struct bits *b, uint64_t first, uint64_t last)
   return changed;
 }
 
+/* The first set summary bit in [s, nr), or nr. */
+static inline uint64_t
+summary_next (const struct bits *b, uint64_t s, uint64_t nr)
+{
+  while (s < nr) {
+    uint64_t sw = __atomic_load_n (&b->summary[s / 64],
+                                   __ATOMIC_ACQUIRE) >> (s & 63);
+    if (sw)
+      return MIN (s + __builtin_ctzll (sw), nr);
+    s = (s / 64 + 1) * 64;
+  }
+  return nr;
+}
+
+/* The summary is consulted once per block of WORDS_PER_SUMMARY_BIT
+ * words, not once per word: inside a block that may hold dirty bits
+ * the scan is a plain loop over the words.
+ */
 uint64_t
 bits_next_set (const struct bits *b, uint64_t from, uint64_t limit)
 {
-  limit = MIN (limit, b->nr_bits);
+  uint64_t w, lw, mask;
 
-  while (from < limit) {
-    uint64_t w = from / 64, word;
+  limit = MIN (limit, b->nr_bits);
+  if (from >= limit)
+    return limit;
+  w = from / 64;
+  lw = (limit - 1) / 64;
+  mask = ~UINT64_C (0) << (from & 63);
+
+  while (w <= lw) {
+    uint64_t block_end = lw;
 
     if (b->summary) {
-      uint64_t sbit = w / WORDS_PER_SUMMARY_BIT;
-      uint64_t sword = __atomic_load_n (&b->summary[sbit / 64],
-                                        __ATOMIC_ACQUIRE) >> (sbit & 63);
-      if (sword == 0) {
-        /* Nothing dirty up to the end of this summary word. */
-        from = (sbit / 64 + 1) * 64 * BITS_PER_SUMMARY_BIT;
-        continue;
-      }
-      if ((sword & 1) == 0) {
-        sbit += __builtin_ctzll (sword);
-        from = sbit * BITS_PER_SUMMARY_BIT;
-        continue;
-      }
-    }
+      const uint64_t sb = w / WORDS_PER_SUMMARY_BIT;
+      const uint64_t lsb = lw / WORDS_PER_SUMMARY_BIT;
+      const uint64_t s = summary_next (b, sb, lsb + 1);
 
-    word = __atomic_load_n (&b->words[w], __ATOMIC_ACQUIRE);
-    word &= ~UINT64_C (0) << (from & 63);
-    if (word)
-      return MIN (w * 64 + __builtin_ctzll (word), limit);
-    from = (w + 1) * 64;
+      if (s > lsb)
+        return limit;           /* nothing dirty before limit */
+      if (s > sb) {
+        w = s * WORDS_PER_SUMMARY_BIT;
+        mask = ~UINT64_C (0);
+      }
+      block_end = MIN (lw, (s + 1) * WORDS_PER_SUMMARY_BIT - 1);
+    }
+    for (; w <= block_end; ++w) {
+      uint64_t word = __atomic_load_n (&b->words[w], __ATOMIC_ACQUIRE) & mask;
+      mask = ~UINT64_C (0);
+      if (word)
+        return MIN (w * 64 + __builtin_ctzll (word), limit);
+    }
   }
   return limit;
 }
