@@ -18,11 +18,7 @@
 # of the per-round ratios.  A fresh server and target for every cell.
 # Other work on the machine shows up as noise: read the A/A row first.
 # The disk and the targets live in DIR (default /tmp); a tmpfs such as
-# /dev/shm takes the disk's writeback out of the measurement, but there
-# the incr cell is dominated by the block status of the source: the
-# filter asks the file plugin for the extents of each dirty run, and on
-# tmpfs each SEEK_HOLE walks the page cache up to the next hole (to the
-# end of a disk without holes), so nbdinfo --map alone takes as long.
+# /dev/shm takes the disk's writeback out of the measurement.
 set -e
 top="$(cd "$(dirname "$0")/.." && pwd)"
 rounds=5
