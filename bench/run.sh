@@ -504,7 +504,7 @@ run_cell ()
     case "$c" in
         *-dirty)
             bmf="$(bitmap_file_of "$c")"
-            dirty="$("$DIRTYBITMAP" info -U "$bmf" | sed -n 's/^ *dirty bytes: *//p')"
+            dirty="$("$DIRTYBITMAP" info -U "$bmf" | sed -n 's/^ *dirty bytes: *\([0-9]*\).*/\1/p')"
             if [ "$dirty" != "$SIZE_BYTES" ]; then
                 echo "$prog: $c: the bitmap has $dirty dirty bytes, not $SIZE_BYTES" >&2
                 exit 1
