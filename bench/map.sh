@@ -39,6 +39,7 @@ export PATH="/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
 prog=bench/map.sh
 here="$(cd "$(dirname "$0")" && pwd)"
 top="$(cd "$here/.." && pwd)"
+. "$here/common.sh"
 
 reps=11
 rounds=5
@@ -72,19 +73,7 @@ esac
 [ "$reps" -ge 1 ] && [ "$rounds" -ge 1 ] && [ "$runtime" -ge 1 ] || {
     echo "$prog: --reps, --rounds and --runtime must be at least 1" >&2; exit 1; }
 
-if [ -z "$FILTER" ]; then
-    for f in "$PWD/filter/.libs/nbdkit-dirtybitmap-filter.so" \
-             "$top/filter/.libs/nbdkit-dirtybitmap-filter.so"; do
-        if [ -f "$f" ]; then FILTER="$f"; break; fi
-    done
-fi
-if [ -z "$DIRTYBITMAP" ]; then
-    DIRTYBITMAP="$(dirname "${FILTER:-$top/filter/.libs/x}")/../../tool/dirtybitmap"
-fi
-if [ -z "$FILTER" ] || ! nbdkit --filter="$FILTER" null --version >/dev/null 2>&1; then
-    echo "$prog: the filter is not built or does not load (run make, or set FILTER=PATH)" >&2
-    exit 1
-fi
+find_built
 if ! "$DIRTYBITMAP" --help >/dev/null 2>&1; then
     echo "$prog: the dirtybitmap tool is not built (run make, or set DIRTYBITMAP=PATH)" >&2
     exit 1
@@ -98,13 +87,6 @@ work="$(mktemp -d "$basedir/dirtybitmap-map.XXXXXX")"
 log="$work/log"
 pids=()
 
-alive ()
-{
-    local stat
-    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-    stat="${stat##*) }"
-    [ "${stat%% *}" != Z ]
-}
 
 # start NAME COMMAND...: run a server that daemonizes and writes
 # $work/NAME.pid, serving $work/NAME.sock.
@@ -189,18 +171,7 @@ now () { echo "${EPOCHREALTIME/[.,]/}"; }
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     echo "command: $0 $*"
     echo "map repetitions: $reps; write rounds: $rounds, ${runtime}s per cell"
-    echo "tree: $(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)"
-    echo "filter: $FILTER"
-    echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1)," \
-         "$(nproc) CPUs ($(lscpu | sed -n 's/^Thread(s) per core: *//p') threads/core)"
-    echo "virtualization: $(lscpu | sed -n 's/^Hypervisor vendor: *//p' | head -1) $(systemd-detect-virt 2>/dev/null)"
-    echo "memory: $(free -m | awk '/^Mem:/ {print $2 " MiB"}')"
-    echo "kernel: $(uname -srm)"
-    echo "os: $(. /etc/os-release && echo "$PRETTY_NAME")"
-    echo "fs of $basedir: $(findmnt -n -o FSTYPE,OPTIONS -T "$basedir" 2>/dev/null)"
-    echo "versions: $(nbdkit --version | head -1); libnbd $(nbdsh --version 2>/dev/null | sed -n 's/^libnbd //p' | head -1);" \
-         "$(qemu-nbd --version | head -1); $(fio --version)"
-    echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+    machine_info
     echo "work directory: $work (\$w below)"
     echo
 } | tee "$log"

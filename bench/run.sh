@@ -33,6 +33,7 @@ export PATH="/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
 prog=bench/run.sh
 here="$(cd "$(dirname "$0")" && pwd)"
 top="$(cd "$here/.." && pwd)"
+. "$here/common.sh"
 
 # --- Options -----------------------------------------------------------
 
@@ -220,19 +221,7 @@ fi
 
 # --- Prerequisites -----------------------------------------------------
 
-if [ -z "$FILTER" ]; then
-    for f in "$PWD/filter/.libs/nbdkit-dirtybitmap-filter.so" \
-             "$top/filter/.libs/nbdkit-dirtybitmap-filter.so"; do
-        if [ -f "$f" ]; then FILTER="$f"; break; fi
-    done
-fi
-if [ -z "$DIRTYBITMAP" ]; then
-    DIRTYBITMAP="$(dirname "${FILTER:-$top/filter/.libs/x}")/../../tool/dirtybitmap"
-fi
-if [ -z "$FILTER" ] || ! nbdkit --filter="$FILTER" null --version >/dev/null 2>&1; then
-    echo "$prog: the filter is not built or does not load (run make, or set FILTER=PATH)" >&2
-    exit 1
-fi
+find_built
 export FILTER SIZE DIRTYBITMAP
 
 needs="nbdkit nbdsh fio python3"
@@ -263,15 +252,6 @@ results="$work/results.tsv"
 log="$work/log"
 d=
 
-# True while pid runs (a zombie has finished: the init of some
-# machines reaps the daemons slowly).
-alive ()
-{
-    local stat
-    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-    stat="${stat##*) }"
-    [ "${stat%% *}" != Z ]
-}
 
 # Stop a server: nbdkit with SIGTERM (the filter syncs its bitmaps);
 # qemu-nbd with SIGKILL, so that it does not write the whole qcow2
@@ -319,18 +299,7 @@ machine ()
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     echo "command: $prog $*"
-    echo "tree: $(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)"
-    echo "filter: $FILTER"
-    echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1)," \
-         "$(nproc) CPUs ($(lscpu | sed -n 's/^Thread(s) per core: *//p') threads/core)"
-    echo "virtualization: $(lscpu | sed -n 's/^Hypervisor vendor: *//p' | head -1) $(systemd-detect-virt 2>/dev/null)"
-    echo "memory: $(free -m | awk '/^Mem:/ {print $2 " MiB"}')"
-    echo "kernel: $(uname -srm)"
-    echo "os: $(. /etc/os-release && echo "$PRETTY_NAME")"
-    echo "fs of $basedir: $(findmnt -n -o FSTYPE,OPTIONS -T "$basedir" 2>/dev/null)"
-    echo "versions: $(nbdkit --version | head -1); libnbd $(nbdsh --version 2>/dev/null | sed -n 's/^libnbd //p' | head -1);" \
-         "$(qemu-nbd --version 2>/dev/null | head -1); $(fio --version)"
-    echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+    machine_info
 }
 
 # --- --callgrind: instructions per write --------------------------------

@@ -1,0 +1,51 @@
+# bench/common.sh: what bench/run.sh and bench/map.sh share: finding
+# the built filter and tool, telling whether a server still runs, and
+# describing the machine.  Sourced; needs $prog, $top and $basedir.
+
+# Use the filter and tool of this tree unless FILTER / DIRTYBITMAP
+# name others; exit if the filter does not load.
+find_built ()
+{
+    local f
+    if [ -z "$FILTER" ]; then
+        for f in "$PWD/filter/.libs/nbdkit-dirtybitmap-filter.so" \
+                 "$top/filter/.libs/nbdkit-dirtybitmap-filter.so"; do
+            if [ -f "$f" ]; then FILTER="$f"; break; fi
+        done
+    fi
+    if [ -z "$DIRTYBITMAP" ]; then
+        DIRTYBITMAP="$(dirname "${FILTER:-$top/filter/.libs/x}")/../../tool/dirtybitmap"
+    fi
+    if [ -z "$FILTER" ] ||
+       ! nbdkit --filter="$FILTER" null --version >/dev/null 2>&1; then
+        echo "$prog: the filter is not built or does not load (run make, or set FILTER=PATH)" >&2
+        exit 1
+    fi
+}
+
+# True while pid runs (a zombie has finished: the init of some
+# machines reaps the daemons slowly).
+alive ()
+{
+    local stat
+    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+    stat="${stat##*) }"
+    [ "${stat%% *}" != Z ]
+}
+
+# The tree, the machine and the versions, one "key: value" a line.
+machine_info ()
+{
+    echo "tree: $(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)"
+    echo "filter: $FILTER"
+    echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1)," \
+         "$(nproc) CPUs ($(lscpu | sed -n 's/^Thread(s) per core: *//p') threads/core)"
+    echo "virtualization: $(lscpu | sed -n 's/^Hypervisor vendor: *//p' | head -1) $(systemd-detect-virt 2>/dev/null)"
+    echo "memory: $(free -m | awk '/^Mem:/ {print $2 " MiB"}')"
+    echo "kernel: $(uname -srm)"
+    echo "os: $(. /etc/os-release && echo "$PRETTY_NAME")"
+    echo "fs of $basedir: $(findmnt -n -o FSTYPE,OPTIONS -T "$basedir" 2>/dev/null)"
+    echo "versions: $(nbdkit --version | head -1); libnbd $(nbdsh --version 2>/dev/null | sed -n 's/^libnbd //p' | head -1);" \
+         "$(qemu-nbd --version 2>/dev/null | head -1); $(fio --version)"
+    echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
