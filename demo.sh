@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # demo.sh: install what is needed (Debian 12), build, then show
 # changed-block tracking and an incremental backup, step by step:
 # a full backup, writes through the filter, the dirty map, an

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/common.sh: what bench/run.sh and bench/map.sh share: finding
 # the built filter and tool, telling whether a server still runs, and
 # describing the machine.  Sourced; needs $prog, $top and $basedir.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/copy.sh: how fast dirtybitmap copy is.
 #
 #   bench/copy.sh [--rounds N] [--size MIB] [--dirty PERCENT] [--dir DIR]

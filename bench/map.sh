@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/map.sh: the cost of reading dirty maps through the dirtybitmap
 # filter on a 16 TiB disk, against qemu-nbd's dirty-bitmap map of the
 # same dirt; the write cost with 1, 8 and 32 enabled bitmaps; and what

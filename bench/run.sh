@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/run.sh: write throughput through the dirtybitmap filter,
 # against nbdkit without it and against qemu-nbd, in one invocation.
 #

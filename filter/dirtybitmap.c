@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dirtybitmap.c: the nbdkit filter: parameters, lifecycle and
  * callbacks.  Every pwrite, zero and trim sets the bits of the
  * granules it touches in every recording bitmap before it is passed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* extents.c: base:allocation answered from a bitmap.
  *
  * A clean granule is a hole (type 1): unchanged since the bitmap

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* extents.h: base:allocation answered from a bitmap. */
 
 #ifndef DIRTYBITMAP_EXTENTS_H

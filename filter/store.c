@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store.c: the filter's live bitmaps: the write path, group commit,
  * resizing, and the lifecycle of the bitmap file.
  *

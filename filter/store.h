@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store.h: the filter's live bitmaps: the bitmap file opened and
  * mapped, the write-path tracking, group commit, and resizing.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* actions.c: parse and apply bitmap actions (see actions.h).  The
  * rules are qemu-img bitmap's: add fails on an existing name, every
  * other action on a missing one; inconsistent bitmaps can only be

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* actions.h: the bitmap actions (add, remove, clear, enable, disable,
  * merge:SRC) shared by the filter's action= and the tool's bitmap
  * subcommand: parsing, and applying a list all-or-nothing.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bits.c: scanning, setting and merging granule bits (see bits.h).
  *
  * The summary has one bit per 64 data words (4096 granules), so one

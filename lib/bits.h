@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bits.h: granule bits.  A bitmap is an array of little-endian 64 bit
  * words (bit i of the bitmap is bit i%64 of word i/64), usually mapped
  * from the bitmap file, plus an optional in-memory summary with one

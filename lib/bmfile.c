@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bmfile.c: the bitmap file: open, lock, validate, map, and commit
  * metadata atomically.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bmfile.h: the bitmap file (nbdkit-dirtybitmap-filter(1), FILE FORMAT):
  * open and lock it, validate every field, map bitmap data, and change
  * it through transactions that commit atomically.

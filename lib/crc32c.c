@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* crc32c.c: CRC-32C (Castagnoli, reflected polynomial 0x82F63B78,
  * initial value and final xor 0xFFFFFFFF), table driven.  Only
  * metadata is checksummed, so a byte at a time is fast enough.

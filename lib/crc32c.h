@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* crc32c.h: CRC-32C (Castagnoli), the checksum of the bitmap file's
  * headers and directory.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* msg.h: how lib/ reports.  lib/ never prints or exits by itself: the
  * filter implements these with nbdkit_verror/nbdkit_vdebug, the tool
  * with stderr, each adding its "dirtybitmap: " prefix.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* util.h: tiny helpers shared by the filter and the tool: rounding,
  * powers of two, little-endian field access and a scoped mutex.
  */

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 # bmfile-edit.py: read and change fields of a bitmap file, for tests
 # that need hostile or unusual files.  The layout is the one of
 # nbdkit-dirtybitmap-filter(1), FILE FORMAT (lib/bmfile.c H_* and E_*).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 # dirty-ranges.py: the oracle of the tracking tests.
 #
 #   dirty-ranges.py expect SIZE GRANULARITY < requests

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fail-sync.c: an LD_PRELOAD shim for test-dirtybitmap-crash-syncfail.sh.
  * The Nth fdatasync (FAIL_SYNC_AT=N) of a file whose name ends in
  * ".bitmaps" fails with EIO, as on a disk that could not write the

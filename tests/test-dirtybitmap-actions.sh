@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The actions: add, remove, clear, enable, disable, merge:SRC, applied
 # in order, all or nothing, with qemu-img bitmap's rules.
 source ./functions.sh

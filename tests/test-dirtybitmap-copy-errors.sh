@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # dirtybitmap copy refuses what it cannot do with a clear message and
 # exit status 1: bad options, a target of another size, a source
 # without base:allocation, a missing or read-only target, a target

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A source server that goes away in the middle of a copy (SIGTERM, then
 # kill -9) makes dirtybitmap copy fail with exit status 1, say what
 # failed and how much of the dirty data was copied; copying again

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # dirtybitmap copy keeps to what the servers allow: --connections N
 # opens N connections to each side when both allow multi-conn, and one
 # (with a note naming the server) when either does not; no read or

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # An incremental copy reads exactly the dirty data from the source and
 # touches only the dirty ranges of an NBD target: nbdkit's log filter
 # under the dirtybitmap filter counts the reads, and the target's log

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # -p draws a progress bar on a terminal (percent of the dirty bytes and
 # the rate) and changes nothing else: without a terminal the copy and
 # its summary line on stdout are the same as without -p.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The qcow2 chain of backups: each incremental copy goes to a new qcow2
 # overlay served by qemu-nbd whose backing file is the previous backup.
 # Each overlay then reads the same as the disk, allocates exactly the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Full then incremental copies to a file over several rounds of seeded
 # random writes, zeroes and trims through the filter, with a new
 # checkpoint (action=clear) after each: the backup is byte-identical

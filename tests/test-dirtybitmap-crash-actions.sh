@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # kill -9 of nbdkit while it applies startup actions (add, remove,
 # clear, merge, disable, enable), at random moments, many times: the
 # file always passes check, and holds exactly the state before or the

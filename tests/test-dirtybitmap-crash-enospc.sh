@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A full disk under the bitmap file (a 300K tmpfs): a bitmap that does
 # not fit, or a disk that grew beyond what fits, is refused with a
 # clear error and the bitmaps are as they were; bits set while the

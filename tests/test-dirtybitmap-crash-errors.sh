@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Write errors from the layers below (the error filter under this
 # one): the client gets the error, the bits stay set, and nbdkit goes
 # on serving; in both durability modes.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Hostile bitmap files: empty, truncated, garbage, a foreign magic, a
 # future version, bad header and directory checksums, sizes that do
 # not agree.  nbdkit refuses each with an error naming the file and

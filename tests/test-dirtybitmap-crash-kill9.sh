@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # kill -9 of nbdkit in the middle of a write workload, many times, at
 # random moments: every granule that differs from a copy taken before
 # is dirty, nothing that was never sent is, and nothing is marked

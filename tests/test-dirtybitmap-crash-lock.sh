@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # One owner: a running nbdkit (also with -r, also daemonized) holds its
 # bitmap file; a second nbdkit, a writing tool, a merge-file= reader
 # and a locking reader fail at once naming the file as in use, and the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Reboot detection: after a kill -9 with the same boot id nothing is
 # marked; after an unclean stop and a (simulated) reboot, bitmaps that
 # were recording in a flush run are inconsistent, persistently, and

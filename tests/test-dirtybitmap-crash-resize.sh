@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The disk changed size between runs: grown, every bitmap (recording
 # or not) covers the new size and the new area is dirty, including the
 # granule the old end cut; shrunk, the bitmaps are cut; both logged.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The order of syncs, seen with strace: with durability=strict the
 # bitmap file is synced before a write to a new granule reaches the
 # disk, and not at all for a granule already durably dirty; concurrent

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A sync of the bitmap file fails (an LD_PRELOAD shim makes one
 # fdatasync return EIO): that flush and later FUA writes fail, and
 # every enabled bitmap is marked inconsistent in the file at once, so

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Metadata changes are atomic: every kind of transaction (also the
 # first commit after a reboot), cut by a crash before each of its
 # system calls, leaves a file that passes check and holds the old or

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # One bitmap file describes one disk: after a first connection, a
 # connection naming another export is refused; the same name is fine.
 source ./functions.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Block status answered from the bitmap is right for requests of any
 # offset and length, with and without REQ_ONE: extents start at the
 # request, are contiguous, clean granules are holes (type 1, never

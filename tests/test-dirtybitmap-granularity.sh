@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # At granularities 512, 4K, 64K and 1M, unaligned and
 # boundary-spanning pwrite, zero and trim requests dirty exactly the
 # granules they touch, including the short last granule of a disk

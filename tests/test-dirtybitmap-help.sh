@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # --help lists every parameter; --version shows the filter layer.
 source ./functions.sh
 set -e

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Several connections at once (multi-conn), each with many requests in
 # flight, share one set of bitmaps: every granule written by any of
 # them is dirty, and nothing else is.

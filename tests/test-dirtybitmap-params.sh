@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every bad parameter stops nbdkit with a message naming it, and
 # leaves the bitmap file as it was.
 source ./functions.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Bits survive a clean stop (SIGTERM) and a kill -9 of nbdkit; a kill
 # -9 (same boot) marks nothing inconsistent.
 source ./functions.sh

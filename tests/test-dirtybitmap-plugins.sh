@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The filter stacks over the memory, file and nbd plugins, and under
 # other filters, with the same result.
 source ./functions.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # qemu as the oracle: the same seeded random sequence of writes,
 # write-zeroes and discards, given by qemu-io to a qcow2 holding a
 # qemu-img bitmap and through the filter to a raw file, leaves the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # With several enabled bitmaps, a write dirties its granules in every
 # one of them, whatever the others already hold (granules dirty in
 # two bitmaps and clean in a third, granularities 4K and 64K), with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # dirtybitmap bitmap: every action, several in one call applied in
 # order, all or nothing; --size, -b, -g; the rules of qemu-img bitmap
 # and every error, each leaving the file byte-identical.

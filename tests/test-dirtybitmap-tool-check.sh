@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # dirtybitmap check finds each kind of corruption the loader rejects
 # (and bits past the end of the disk), naming the file and the
 # problem; info, map, bitmap and the filter refuse the same file with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # dirtybitmap --help, --version, each subcommand's --help, and the
 # usage errors: exit 1 with a message naming the problem.
 source ./functions.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # dirtybitmap info: disk size, state and, per bitmap, granularity,
 # recording, consistent and dirty bytes, as text and as JSON; and its
 # errors.

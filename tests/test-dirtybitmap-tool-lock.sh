@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The tool respects the filter's lock: while nbdkit holds the bitmap
 # file, bitmap is refused ("in use"), info and map are refused without
 # -U (with a hint) and show a snapshot with -U; check still reads.

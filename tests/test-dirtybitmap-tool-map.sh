@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # dirtybitmap map: the dirty ranges of a bitmap, exactly as nbdinfo
 # --map (and --map --json) prints the filter's extents on a disk with
 # no zero ranges; where a dirty range reads as zeroes the filter says

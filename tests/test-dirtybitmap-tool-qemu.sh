@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # qemu-img bitmap as the oracle of dirtybitmap bitmap: the same action
 # sequences, with the same writes between them (qemu-io to a qcow2,
 # the filter to a raw file), leave the same bitmaps (names,

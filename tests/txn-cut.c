@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* txn-cut.c: metadata changes are atomic, proved by cutting every
  * transaction at every system call (test-dirtybitmap-crash-txn.sh).
  *

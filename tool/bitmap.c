@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bitmap.c: dirtybitmap bitmap: the actions of the filter's action=
  * (and of qemu-img bitmap) on a file offline, several in one call,
  * applied in order, all or nothing.

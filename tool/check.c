@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* check.c: dirtybitmap check: validate a bitmap file (magic, version,
  * checksums, sizes, regions, bitmap lengths) and list every problem.
  */

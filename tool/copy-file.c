@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* copy-file.c: a regular file or a block device as the target of
  * dirtybitmap copy: positioned writes, write-zeroes and the final
  * flush.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* copy-ranges.c: the dirty ranges of the source, from its
  * base:allocation block status as nbdkit-dirtybitmap-filter answers
  * it: a hole is clean (not copied), data is dirty (copied), and zero

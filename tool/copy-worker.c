@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* copy-worker.c: the copying thread of one connection.
  *
  * Each thread owns its source handle (and its target handle when the

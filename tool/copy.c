@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* copy.c: dirtybitmap copy: the pull-mode backup client.
  *
  * Connects to an NBD export served through nbdkit-dirtybitmap-filter,

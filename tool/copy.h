@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* copy.h: what the parts of "dirtybitmap copy" share: the list of
  * dirty ranges, the target, and the state the copying threads work
  * on.

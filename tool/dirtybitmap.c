@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dirtybitmap.c: the dirtybitmap command: main, usage, dispatch to
  * the subcommands, and helpers they share.  See dirtybitmap(1).
  */

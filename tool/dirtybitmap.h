@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dirtybitmap.h: what the tool's subcommands share.  Functions here
  * print their own errors; subcommands return the exit status.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* info.c: dirtybitmap info: the disk size, the file's state and, for
  * each bitmap, its granularity, whether it records, whether it is
  * consistent and how many bytes are dirty.

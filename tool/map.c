@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* map.c: dirtybitmap map: the dirty ranges of a bitmap, in the shape
  * nbdinfo --map prints them for the filter (dirty is "data", clean is
  * "hole"; the file alone cannot tell which dirty ranges now read as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz-load.c: libFuzzer target for the bitmap file loader ("make
  * fuzz" in tests/).  Each input is written to a file, which is then
  *
