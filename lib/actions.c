@@ -11,30 +11,37 @@
 #include <string.h>
 
 #include "actions.h"
-#include "msg.h"
 
-static const struct {
-  const char *name;
-  enum act_kind kind;
-} names[] = {
-  { "add", ACT_ADD }, { "remove", ACT_REMOVE }, { "clear", ACT_CLEAR },
-  { "enable", ACT_ENABLE }, { "disable", ACT_DISABLE },
+static const char *const names[] = {
+  [ACT_ADD] = "add", [ACT_REMOVE] = "remove", [ACT_CLEAR] = "clear",
+  [ACT_ENABLE] = "enable", [ACT_DISABLE] = "disable", [ACT_MERGE] = "merge",
 };
+
+int
+act_kind_of (const char *name)
+{
+  size_t i;
+
+  for (i = 0; i < sizeof names / sizeof names[0]; ++i)
+    if (strcmp (name, names[i]) == 0)
+      return i;
+  return -1;
+}
+
+const char *
+act_kind_name (enum act_kind kind)
+{
+  return names[kind];
+}
 
 int
 act_parse (const char *s, struct action *a, const char **why)
 {
-  size_t i;
+  int k;
 
-  a->src = NULL;
-  for (i = 0; i < sizeof names / sizeof names[0]; ++i)
-    if (strcmp (s, names[i].name) == 0) {
-      a->kind = names[i].kind;
-      return 0;
-    }
+  *a = (struct action) { .kind = ACT_ADD };
   if (strncmp (s, "merge:", 6) == 0) {
-    size_t len = strlen (s + 6);
-    if (len == 0 || len > BMF_MAX_NAME) {
+    if (bmf_name_problem (s + 6)) {
       *why = "the source bitmap name after merge: must be 1 to 1023 bytes";
       return -1;
     }
@@ -42,78 +49,91 @@ act_parse (const char *s, struct action *a, const char **why)
     a->src = s + 6;
     return 0;
   }
-  *why = "unknown action (expected add, remove, clear, enable, disable "
-    "or merge:SRC)";
-  return -1;
+  k = act_kind_of (s);
+  if (k == -1 || k == ACT_MERGE) {
+    *why = "unknown action (expected add, remove, clear, enable, disable "
+      "or merge:SRC)";
+    return -1;
+  }
+  a->kind = k;
+  return 0;
 }
 
 const char *
 act_to_string (const struct action *a, char *buf, size_t len)
 {
-  size_t i;
-
   if (a->kind == ACT_MERGE)
     snprintf (buf, len, "merge:%s", a->src);
   else
-    for (i = 0; i < sizeof names / sizeof names[0]; ++i)
-      if (names[i].kind == a->kind)
-        snprintf (buf, len, "%s", names[i].name);
+    snprintf (buf, len, "%s", names[a->kind]);
   return buf;
 }
 
+bool
+act_discards (const struct action *a)
+{
+  return a->kind == ACT_CLEAR || a->kind == ACT_REMOVE;
+}
+
 static int
-apply_one (struct bmf_txn *t, const struct action *a,
-           const struct act_params *p)
+apply_one (struct bmf_txn *t, const struct action *a, struct bmerr *err)
 {
   switch (a->kind) {
-  case ACT_ADD:     return bmf_txn_add (t, p->bitmap, p->gbits);
-  case ACT_REMOVE:  return bmf_txn_remove (t, p->bitmap);
-  case ACT_CLEAR:   return bmf_txn_clear (t, p->bitmap);
-  case ACT_ENABLE:  return bmf_txn_enable (t, p->bitmap, true);
-  case ACT_DISABLE: return bmf_txn_enable (t, p->bitmap, false);
+  case ACT_ADD:     return bmf_txn_add (t, a->bitmap, a->gbits, err);
+  case ACT_REMOVE:  return bmf_txn_remove (t, a->bitmap, err);
+  case ACT_CLEAR:   return bmf_txn_clear (t, a->bitmap, err);
+  case ACT_ENABLE:  return bmf_txn_enable (t, a->bitmap, true, err);
+  case ACT_DISABLE: return bmf_txn_enable (t, a->bitmap, false, err);
   case ACT_MERGE:
-    return bmf_txn_merge (t, p->bitmap, p->merge_file, a->src);
+    return bmf_txn_merge (t, a->bitmap, a->src_file, a->src, err);
   }
   return -1;
 }
 
 static int
 apply_all (struct bmf_txn *t, const struct action *acts, size_t n,
-           const struct act_params *p)
+           struct bmerr *err)
 {
   char buf[BMF_MAX_NAME + 16];
+  const char *why;
   size_t i;
 
-  for (i = 0; i < n; ++i)
-    if (apply_one (t, &acts[i], p) == -1) {
-      bm_error ("action %s on bitmap %s failed: %s",
-                act_to_string (&acts[i], buf, sizeof buf), p->bitmap,
-                t->err);
+  for (i = 0; i < n; ++i) {
+    const struct action *a = &acts[i];
+    if ((why = bmf_name_problem (a->bitmap)) != NULL) {
+      bmerr_set (err, EINVAL, "action %s failed: the bitmap name \"%s\" %s",
+                 act_to_string (a, buf, sizeof buf), a->bitmap, why);
       return -1;
     }
+    if (apply_one (t, a, err) == -1) {
+      bmerr_prefix (err, "action %s on bitmap %s failed",
+                    act_to_string (a, buf, sizeof buf), a->bitmap);
+      return -1;
+    }
+  }
   return 0;
 }
 
 struct bmf_txn *
 act_begin (struct bmf *f, const struct action *acts, size_t n,
-           const struct act_params *p)
+           struct bmerr *err)
 {
   struct bmf_txn *t;
   int r;
 
   /* All or nothing: find any rule broken before writing a byte. */
-  t = bmf_txn_begin (f, true);
+  t = bmf_txn_begin (f, true, err);
   if (t == NULL)
     return NULL;
-  r = apply_all (t, acts, n, p);
+  r = apply_all (t, acts, n, err);
   bmf_txn_abort (t);
   if (r == -1)
     return NULL;
 
-  t = bmf_txn_begin (f, false);
+  t = bmf_txn_begin (f, false, err);
   if (t == NULL)
     return NULL;
-  if (apply_all (t, acts, n, p) == -1) {
+  if (apply_all (t, acts, n, err) == -1) {
     bmf_txn_abort (t);
     return NULL;
   }

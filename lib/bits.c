@@ -174,26 +174,45 @@ bits_count (const struct bits *b)
 }
 
 void
+bits_for_each_run (const struct bits *b, unsigned gbits, uint64_t disk_size,
+                   void (*fn) (uint64_t, uint64_t, bool, void *),
+                   void *opaque)
+{
+  uint64_t g = 0, e;
+  bool dirty;
+
+  for (; g < b->nr_bits; g = e) {
+    uint64_t start = g << gbits, end;
+    e = bits_run (b, g, b->nr_bits, &dirty);
+    end = MIN (e << gbits, disk_size);
+    if (start < end)
+      fn (start, end - start, dirty, opaque);
+  }
+}
+
+/* Each dirty run of the source is a byte range of the disk, which
+ * dirties every destination granule it touches.
+ */
+static void
+merge_run (uint64_t offset, uint64_t length, bool dirty, void *opaque)
+{
+  const struct { struct bits *dst; unsigned gbits; } *m = opaque;
+  uint64_t first, last;
+
+  if (!dirty || m->dst->nr_bits == 0)
+    return;
+  first = offset >> m->gbits;
+  last = MIN ((offset + length - 1) >> m->gbits, m->dst->nr_bits - 1);
+  if (first <= last)
+    bits_set_range (m->dst, first, last);
+}
+
+void
 bits_merge (struct bits *dst, unsigned dst_gbits,
             const struct bits *src, unsigned src_gbits,
             uint64_t disk_size)
 {
-  uint64_t pos = 0;
+  struct { struct bits *dst; unsigned gbits; } m = { dst, dst_gbits };
 
-  /* Walk the runs of dirty source granules; each run is a byte range
-   * of the disk, which dirties every destination granule it touches.
-   */
-  while ((pos = bits_next_set (src, pos, src->nr_bits)) < src->nr_bits) {
-    uint64_t end = bits_next_clear (src, pos, src->nr_bits);
-    uint64_t start_byte = pos << src_gbits;
-    uint64_t end_byte = MIN (end << src_gbits, disk_size);
-
-    if (start_byte < end_byte && dst->nr_bits > 0) {
-      uint64_t first = start_byte >> dst_gbits;
-      uint64_t last = MIN ((end_byte - 1) >> dst_gbits, dst->nr_bits - 1);
-      if (first <= last)
-        bits_set_range (dst, first, last);
-    }
-    pos = end;
-  }
+  bits_for_each_run (src, src_gbits, disk_size, merge_run, &m);
 }

@@ -71,6 +71,27 @@ extern uint64_t bits_next_set (const struct bits *b,
 extern uint64_t bits_next_clear (const struct bits *b,
                                  uint64_t from, uint64_t limit);
 
+/* The run of equal granules that starts at from (< limit): returns
+ * where it ends (at most limit) and whether it is dirty.  Every walk
+ * over the runs of a bitmap (extents, map, info, merge) is this.
+ */
+static inline uint64_t
+bits_run (const struct bits *b, uint64_t from, uint64_t limit, bool *dirty)
+{
+  *dirty = bits_test (b, from);
+  return *dirty ? bits_next_clear (b, from, limit)
+    : bits_next_set (b, from, limit);
+}
+
+/* Call fn for each maximal run of clean or dirty bytes of a disk of
+ * disk_size bytes with granules of 2^gbits bytes, in order.
+ */
+extern void bits_for_each_run (const struct bits *b, unsigned gbits,
+                               uint64_t disk_size,
+                               void (*fn) (uint64_t offset, uint64_t length,
+                                           bool dirty, void *opaque),
+                               void *opaque);
+
 /* Number of set bits among the first nr_bits. */
 extern uint64_t bits_count (const struct bits *b);
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* msg.h: how lib/ reports.  lib/ never prints or exits by itself: the
- * filter implements these with nbdkit_verror/nbdkit_vdebug, the tool
- * with stderr, each adding its "dirtybitmap: " prefix.
+/* msg.h: messages.  lib/ never prints an error (errors are returned
+ * as values, see error.h): what it says for debugging goes through
+ * bm_debug.  The filter implements these with nbdkit_error and
+ * nbdkit_debug, the tool with stderr (debug only with -v), each
+ * adding its "dirtybitmap: " prefix.
  */
 
 #ifndef DIRTYBITMAP_MSG_H

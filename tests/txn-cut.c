@@ -39,9 +39,11 @@
 #include <sys/syscall.h>
 
 #include "bits.h"
-#include "bmfile.h"
+#include "bmfile-impl.h"        /* white-box: the file descriptor */
 #include "crc32c.h"
+#include "format.h"
 #include "msg.h"
+#include "txn.h"
 #include "util.h"
 
 #define BASE "base.bitmaps"
@@ -51,18 +53,6 @@
 #define DISK_SIZE (8 * 1024 * 1024 + 1000)
 
 static int failures;
-
-void
-bm_error (const char *fs, ...)
-{
-  va_list args;
-
-  fprintf (stderr, "txn-cut: ");
-  va_start (args, fs);
-  vfprintf (stderr, fs, args);
-  va_end (args);
-  fputc ('\n', stderr);
-}
 
 void
 bm_debug (const char *fs, ...)
@@ -201,23 +191,24 @@ posix_fallocate (int fd, off_t offset, off_t len)
 static char *
 describe (const char *path)
 {
-  struct bmf *f = bmf_open (path, BMF_LOCK_NONE, false);
+  struct bmf *f = bmf_open (path, BMF_LOCK_NONE, NULL);
+  const struct bmf_state *st;
   char *s = NULL, *t;
   size_t i;
 
   if (f == NULL)
     return NULL;
+  st = bmf_state (f);
   if (asprintf (&s, "size %" PRIu64 " sized %d open %d mode %u\n",
-                f->st.disk_size, f->st.sized, f->st.open,
-                f->st.open_mode) == -1)
+                st->disk_size, st->sized, st->open, st->open_mode) == -1)
     fatal ("asprintf");
-  for (i = 0; i < f->st.nr_bitmaps; ++i) {
-    const struct bmf_bitmap *bm = &f->st.bitmaps[i];
+  for (i = 0; i < st->nr_bitmaps; ++i) {
+    const struct bmf_bitmap *bm = &st->bitmaps[i];
     struct bits b;
     uint32_t crc = 0;
     uint64_t count = 0;
 
-    if (bmf_map (f, &f->st, bm, false, &b) == -1)
+    if (bmf_map (f, st, bm, false, &b, NULL) == -1)
       fatal ("bmf_map");
     if (b.words) {
       crc = crc32c (b.words, bits_nr_words (b.nr_bits) * 8);
@@ -236,7 +227,7 @@ describe (const char *path)
 }
 
 static void
-report (const char *problem)
+report (void *opaque, const char *problem)
 {
   fprintf (stderr, "txn-cut: %s\n", problem);
 }
@@ -250,38 +241,42 @@ set_bits (struct bmf *f, const char *name, uint64_t first, uint64_t last)
 {
   struct bits b;
 
-  if (bmf_map (f, &f->st, bmf_find (&f->st, name), true, &b) == -1)
+  if (bmf_map (f, bmf_state (f), bmf_find (bmf_state (f), name), true, &b,
+               NULL) == -1)
     return -1;
   bits_set_range (&b, first, last);
   bmf_unmap (&b);
   return 0;
 }
 
+static struct bmerr err;
+
 static int op_add (struct bmf_txn *t)
-{ return bmf_txn_add (t, "new", 12); }
+{ return bmf_txn_add (t, "new", 12, &err); }
 static int op_remove (struct bmf_txn *t)
-{ return bmf_txn_remove (t, "b1"); }
+{ return bmf_txn_remove (t, "b1", &err); }
 static int op_clear (struct bmf_txn *t)
-{ return bmf_txn_clear (t, "b0"); }
+{ return bmf_txn_clear (t, "b0", &err); }
 static int op_enable (struct bmf_txn *t)
-{ return bmf_txn_enable (t, "b2", true); }
+{ return bmf_txn_enable (t, "b2", true, &err); }
 static int op_disable (struct bmf_txn *t)
-{ return bmf_txn_enable (t, "b0", false); }
+{ return bmf_txn_enable (t, "b0", false, &err); }
 static int op_merge (struct bmf_txn *t)
-{ return bmf_txn_merge (t, "b2", NULL, "b1"); }
+{ return bmf_txn_merge (t, "b2", NULL, "b1", &err); }
 static int op_grow (struct bmf_txn *t)
-{ return bmf_txn_resize (t, DISK_SIZE + 3 * 1024 * 1024); }
+{ return bmf_txn_resize (t, DISK_SIZE + 3 * 1024 * 1024, &err); }
 static int op_shrink (struct bmf_txn *t)
-{ return bmf_txn_resize (t, DISK_SIZE / 3); }
+{ return bmf_txn_resize (t, DISK_SIZE / 3, &err); }
 static int op_open (struct bmf_txn *t)
 { bmf_txn_set_open (t, true, BMF_STRICT); return 0; }
 static int op_none (struct bmf_txn *t)
 { return 0; }
 static int op_several (struct bmf_txn *t)
 {
-  return bmf_txn_add (t, "new", 9) || bmf_txn_merge (t, "new", NULL, "b0") ||
-    bmf_txn_clear (t, "b0") || bmf_txn_remove (t, "b2") ||
-    bmf_txn_resize (t, DISK_SIZE + 4096);
+  return bmf_txn_add (t, "new", 9, &err) ||
+    bmf_txn_merge (t, "new", NULL, "b0", &err) ||
+    bmf_txn_clear (t, "b0", &err) || bmf_txn_remove (t, "b2", &err) ||
+    bmf_txn_resize (t, DISK_SIZE + 4096, &err);
 }
 
 /* Each on a copy of base: BASE, or REBOOTED, which opening marks
@@ -308,19 +303,25 @@ make_base (void)
   struct bmf_txn *t;
 
   unlink (BASE);
-  f = bmf_create_sized (BASE, DISK_SIZE);
+  f = bmf_create (BASE, 0644, true, DISK_SIZE, &err);
   if (f == NULL)
-    exit (EXIT_FAILURE);
-  t = bmf_txn_begin (f, false);
-  if (t == NULL || bmf_txn_add (t, "b0", 16) || bmf_txn_add (t, "b1", 9) ||
-      bmf_txn_add (t, "b2", 12) || bmf_txn_enable (t, "b2", false) ||
-      bmf_txn_commit (t) == -1)
-    exit (EXIT_FAILURE);
+    goto fail;
+  t = bmf_txn_begin (f, false, &err);
+  if (t == NULL || bmf_txn_add (t, "b0", 16, &err) ||
+      bmf_txn_add (t, "b1", 9, &err) || bmf_txn_add (t, "b2", 12, &err) ||
+      bmf_txn_enable (t, "b2", false, &err) ||
+      bmf_txn_commit (t, &err) == -1 || bmf_publish (f, &err) == -1)
+    goto fail;
   if (set_bits (f, "b0", 3, 5) || set_bits (f, "b0", 128, 128) ||
       set_bits (f, "b1", 100, 5000) || set_bits (f, "b1", 16000, 16385) ||
       set_bits (f, "b2", 7, 7) || bmf_sync (f) == -1)
     exit (EXIT_FAILURE);
   bmf_close (f);
+  return;
+
+ fail:
+  fprintf (stderr, "txn-cut: make_base: %s\n", err.msg);
+  exit (EXIT_FAILURE);
 }
 
 /* REBOOTED: BASE left open by a flush-mode run of another boot. */
@@ -330,16 +331,30 @@ make_rebooted (void)
   struct bmf *f;
   struct bmf_txn *t;
 
+  unsigned char buf[BMF_HEADER_SLOT];
+  struct bmf_slot slot;
+  int fd;
+
   copy_file (BASE, REBOOTED);
-  f = bmf_open (REBOOTED, BMF_LOCK_EXCLUSIVE, false);
-  if (f == NULL || (t = bmf_txn_begin (f, false)) == NULL)
+  f = bmf_open (REBOOTED, BMF_LOCK_EXCLUSIVE, &err);
+  if (f == NULL || (t = bmf_txn_begin (f, false, &err)) == NULL)
     exit (EXIT_FAILURE);
-  t->st.open = true;
-  t->st.open_mode = BMF_FLUSH;
-  t->st.open_pid = 1;
-  snprintf (t->st.boot_id, sizeof t->st.boot_id, "another boot");
-  if (bmf_txn_commit (t) == -1)
+  bmf_txn_set_open (t, true, BMF_FLUSH);
+  if (bmf_txn_commit (t, &err) == -1)
     exit (EXIT_FAILURE);
+  fd = f->fd;
+  /* Now say that another boot of the machine had it open. */
+  if (pread (fd, buf, BMF_HEADER_LENGTH, f->slot * BMF_HEADER_SLOT) !=
+      BMF_HEADER_LENGTH)
+    fatal ("pread");
+  bmf_decode_slot (buf, BMF_HEADER_LENGTH, &slot);
+  slot.st.open_pid = 1;
+  memset (slot.st.boot_id, 0, sizeof slot.st.boot_id);
+  snprintf (slot.st.boot_id, sizeof slot.st.boot_id, "another boot");
+  bmf_encode_header (&slot.st, slot.dir_crc, buf);
+  if (pwrite (fd, buf, BMF_HEADER_SLOT, f->slot * BMF_HEADER_SLOT) !=
+      BMF_HEADER_SLOT)
+    fatal ("pwrite");
   bmf_close (f);
 }
 
@@ -354,18 +369,17 @@ run (size_t i)
   int r;
 
   copy_file (txns[i].base, WORK);
-  f = bmf_open (WORK, BMF_LOCK_EXCLUSIVE, false);
+  f = bmf_open (WORK, BMF_LOCK_EXCLUSIVE, &err);
   if (f == NULL)
     exit (EXIT_FAILURE);
   watched_fd = f->fd;
   nr_calls = 0;
-  t = bmf_txn_begin (f, false);
+  t = bmf_txn_begin (f, false, &err);
   if (t == NULL || txns[i].apply (t) == -1) {
-    fprintf (stderr, "txn-cut: %s: %s\n", txns[i].name,
-             t ? t->err : "begin");
+    fprintf (stderr, "txn-cut: %s: %s\n", txns[i].name, err.msg);
     exit (EXIT_FAILURE);
   }
-  r = bmf_txn_commit (t);
+  r = bmf_txn_commit (t, &err);
   watched_fd = -1;
   bmf_close (f);
   return r;
@@ -421,7 +435,7 @@ open_work (void)
   struct bmf *f;
 
   copy_file (BASE, WORK);
-  f = bmf_open (WORK, BMF_LOCK_EXCLUSIVE, false);
+  f = bmf_open (WORK, BMF_LOCK_EXCLUSIVE, &err);
   if (f == NULL)
     exit (EXIT_FAILURE);
   watched_fd = f->fd;
@@ -434,10 +448,10 @@ commit_add (struct bmf *f, const char *name)
   struct bmf_txn *t;
 
   nr_calls = 0;
-  t = bmf_txn_begin (f, false);
-  if (t == NULL || bmf_txn_add (t, name, 9) == -1)
+  t = bmf_txn_begin (f, false, &err);
+  if (t == NULL || bmf_txn_add (t, name, 9, &err) == -1)
     exit (EXIT_FAILURE);
-  return bmf_txn_commit (t);
+  return bmf_txn_commit (t, &err);
 }
 
 int
@@ -475,7 +489,7 @@ main (int argc, char *argv[])
       unlink (CUT);
       run (i);
       cuts++;
-      if (bmf_check (CUT, report) != 0)
+      if (bmf_check (CUT, report, NULL) != 0)
         fail ("%s: cut before call %u (%s): the file is broken",
               txns[i].name, k, call_names[call_log[k - 1].call]);
       got = describe (CUT);
@@ -519,7 +533,7 @@ main (int argc, char *argv[])
     cut_header = false;
     watched_fd = -1;
     bmf_close (f);
-    if (bmf_check (CUT, report) != 0)
+    if (bmf_check (CUT, report, NULL) != 0)
       fail ("sync failure: a later commit, cut before its header write, "
             "left a broken file");
     else

@@ -147,32 +147,36 @@ parse (int argc, char *argv[], struct opts *o)
   if (optind != argc - 2)
     return bad_usage ("bitmap ", "Expecting filename and bitmap name");
   if (o->granularity != -1 &&
-      (o->granularity < 512 || o->granularity > (INT64_C (1) << 31) ||
-       !is_power_of_2 (o->granularity)))
-    return bad_usage ("bitmap ", "-g %s: granularity must be a power of 2 "
-                      "from 512 to 2G", gran);
+      bmf_granularity_problem (o->granularity))
+    return bad_usage ("bitmap ", "-g %s: granularity %s", gran,
+                      bmf_granularity_problem (o->granularity));
   return 0;
 }
 
-/* Open FILE for writing, creating it when --size says so. */
+/* Open FILE for writing, or create it (privately, until it is
+ * complete) when --size says so and it does not exist.
+ */
 static struct bmf *
-open_target (const char *path, int64_t size, bool *created)
+open_target (const char *path, int64_t size)
 {
+  const struct bmf_state *st;
+  struct bmerr err;
   struct bmf *f;
 
-  *created = false;
-  if (size >= 0 && access (path, F_OK) == -1 && errno == ENOENT) {
-    f = bmf_create_sized (path, size);
-    *created = f != NULL;
-    return f;
+  f = bmf_open (path, BMF_LOCK_EXCLUSIVE, &err);
+  if (f == NULL && err.errnum == ENOENT && size >= 0)
+    f = bmf_create (path, 0600, true, size, &err);
+  if (f == NULL) {
+    report_error (&err);
+    if (err.errnum == ENOENT)
+      fprintf (stderr, "%s: use --size SIZE to create it\n", prog);
+    return NULL;
   }
-  f = bmf_open (path, BMF_LOCK_EXCLUSIVE, false);
-  if (f == NULL && errno == ENOENT)
-    fprintf (stderr, "%s: use --size SIZE to create it\n", prog);
-  if (f && size >= 0 && f->st.sized && f->st.disk_size != (uint64_t) size) {
+  st = bmf_state (f);
+  if (size >= 0 && st->sized && st->disk_size != (uint64_t) size) {
     fprintf (stderr, "%s: %s: --size %" PRIi64 " does not match the disk "
              "size recorded in the file, %" PRIu64 " bytes\n",
-             prog, path, size, f->st.disk_size);
+             prog, path, size, st->disk_size);
     bmf_close (f);
     return NULL;
   }
@@ -186,14 +190,17 @@ open_target (const char *path, int64_t size, bool *created)
 static int
 open_source (struct bmf *f, const char *path, struct bmf **src)
 {
-  struct stat a, b;
+  struct bmerr err;
 
   *src = NULL;
-  if (stat (path, &a) == 0 && fstat (f->fd, &b) == 0 &&
-      a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+  if (bmf_same_file (f, path))
     return 0;
-  *src = bmf_open (path, BMF_LOCK_SHARED, false);
-  return *src ? 0 : -1;
+  *src = bmf_open (path, BMF_LOCK_SHARED, &err);
+  if (*src == NULL) {
+    report_error (&err);
+    return -1;
+  }
+  return 0;
 }
 
 int
@@ -202,42 +209,45 @@ do_bitmap (int argc, char *argv[])
   struct opts o = { .granularity = -1, .size = -1 };
   struct bmf *f = NULL, *src = NULL;
   struct bmf_txn *t = NULL;
-  struct act_params p;
+  const struct bmf_state *sst;
+  struct bmerr err;
   const char *path;
-  bool created = false;
+  size_t i;
   int r;
 
   if ((r = parse (argc, argv, &o)) != 0)
     goto out;
   r = EXIT_FAILURE;
   path = argv[optind];
-  p = (struct act_params) {
-    .bitmap = argv[optind + 1],
-    .gbits = o.granularity == -1 ? BMF_DEFAULT_GBITS : log_2 (o.granularity),
-  };
   /* Like qemu-img, FILE first, then SOURCE_FILE. */
-  f = open_target (path, o.size, &created);
+  f = open_target (path, o.size);
   if (f == NULL)
     goto out;
   if (o.source_file && open_source (f, o.source_file, &src) == -1)
     goto out;
-  p.merge_file = src;
+  for (i = 0; i < o.n; ++i) {
+    o.acts[i].bitmap = argv[optind + 1];
+    o.acts[i].gbits = o.granularity == -1 ?
+      BMF_DEFAULT_GBITS : log_2 (o.granularity);
+    o.acts[i].src_file = src;
+  }
   /* A merge from another file gives a file of unknown size the
    * source's size: it must be SIZE.  Checked before anything is
    * written, so that the file stays as it was.
    */
-  if (src && o.size >= 0 && src->st.sized &&
-      src->st.disk_size != (uint64_t) o.size) {
+  sst = src ? bmf_state (src) : NULL;
+  if (sst && o.size >= 0 && sst->sized &&
+      sst->disk_size != (uint64_t) o.size) {
     fprintf (stderr, "%s: %s: --size %" PRIi64 " does not match the disk "
              "size of %s, %" PRIu64 " bytes\n",
-             prog, path, o.size, o.source_file, src->st.disk_size);
+             prog, path, o.size, o.source_file, sst->disk_size);
     goto out;
   }
-  t = act_begin (f, o.acts, o.n, &p);
-  if (t == NULL)
-    goto out;
-  if (o.size >= 0 && !t->st.sized && bmf_txn_resize (t, o.size) == -1) {
-    fprintf (stderr, "%s: %s\n", prog, t->err);
+  t = act_begin (f, o.acts, o.n, &err);
+  if (t == NULL ||
+      (o.size >= 0 && !bmf_txn_state (t)->sized &&
+       bmf_txn_resize (t, o.size, &err) == -1)) {
+    report_error (&err);
     goto out;
   }
   /* Every bit of an earlier run is on stable storage once this
@@ -245,14 +255,19 @@ do_bitmap (int argc, char *argv[])
    * the filter starts.
    */
   bmf_txn_set_open (t, false, BMF_FLUSH);
-  r = bmf_txn_commit (t) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  r = bmf_txn_commit (t, &err);
   t = NULL;                     /* freed by commit */
+  if (r == 0)
+    r = bmf_publish (f, &err);
+  if (r == -1)
+    report_error (&err);
+  r = r == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 
  out:
   bmf_txn_abort (t);
-  /* All or nothing: a file this call created goes again. */
-  if (r != EXIT_SUCCESS && created)
-    unlink (path);
+  /* All or nothing: a file this call created, and did not publish,
+   * goes with it.
+   */
   bmf_close (f);
   bmf_close (src);
   free (o.acts);

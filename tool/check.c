@@ -24,7 +24,7 @@ check_usage (int status)
 }
 
 static void
-report (const char *problem)
+report (void *opaque, const char *problem)
 {
   fprintf (stderr, "%s: %s\n", prog, problem);
 }
@@ -47,7 +47,7 @@ do_check (int argc, char *argv[])
   if (optind != argc - 1)
     return bad_usage ("check ", "expecting one FILE");
 
-  problems = bmf_check (argv[optind], report);
+  problems = bmf_check (argv[optind], report, NULL);
   if (problems) {
     fprintf (stderr, "%s: %s: %u problem%s found\n", prog, argv[optind],
              problems, problems == 1 ? "" : "s");

@@ -148,64 +148,9 @@ print_json_string (FILE *fp, const char *s)
 }
 
 void
-for_each_run (const struct bits *b, unsigned gbits, uint64_t disk_size,
-              void (*fn) (uint64_t, uint64_t, bool, void *), void *opaque)
+report_error (const struct bmerr *err)
 {
-  uint64_t g = 0, n = b->nr_bits;
-
-  while (g < n) {
-    bool dirty = bits_test (b, g);
-    uint64_t e = dirty ? bits_next_clear (b, g, n) : bits_next_set (b, g, n);
-    uint64_t start = g << gbits, end = MIN (e << gbits, disk_size);
-    fn (start, end - start, dirty, opaque);
-    g = e;
-  }
-}
-
-int
-read_bits (struct bmf *f, const struct bmf_bitmap *bm, struct bits *b)
-{
-  uint64_t len;
-  ssize_t r;
-
-  if (f->lock != BMF_LOCK_NONE)
-    return bmf_map (f, &f->st, bm, false, b);
-
-  /* -U: a server may resize the file under us; a copy cannot fault. */
-  memset (b, 0, sizeof *b);
-  b->nr_bits = f->st.sized ? bmf_nr_bits (f->st.disk_size, bm->gbits) : 0;
-  len = bits_nr_words (b->nr_bits) * 8;
-  if (len == 0)
-    return 0;
-  b->words = malloc (len);
-  if (b->words == NULL) {
-    fprintf (stderr, "%s: %s: bitmap %s: %m\n", prog, f->path, bm->name);
-    return -1;
-  }
-  r = pread (f->fd, b->words, len, bm->data_offset);
-  if (r != (ssize_t) len) {
-    if (r == -1)
-      fprintf (stderr, "%s: %s: bitmap %s: read: %m\n",
-               prog, f->path, bm->name);
-    else
-      fprintf (stderr, "%s: %s: bitmap %s: short read (the file changed "
-               "while it was read: try again)\n", prog, f->path, bm->name);
-    free (b->words);
-    b->words = NULL;
-    return -1;
-  }
-  return 0;
-}
-
-void
-free_bits (struct bits *b)
-{
-  if (b->map_base)
-    bmf_unmap (b);
-  else {
-    free (b->words);
-    memset (b, 0, sizeof *b);
-  }
+  fprintf (stderr, "%s: %s\n", prog, err->msg);
 }
 
 static void __attribute__ ((noreturn))

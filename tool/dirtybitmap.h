@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "bmfile.h"
+#include "error.h"
 
 extern const char *prog;
 extern bool verbose;
@@ -33,21 +34,8 @@ extern int parse_output (const char *sub, const char *value);
 /* Print a JSON string with quotes and escapes. */
 extern void print_json_string (FILE *fp, const char *s);
 
-/* The bits of a bitmap, read-only: mapped when the file is locked,
- * copied when it was opened without a lock (-U).  Reports errors.
- */
-extern int read_bits (struct bmf *f, const struct bmf_bitmap *bm,
-                      struct bits *b);
-extern void free_bits (struct bits *b);
-
-/* Walk the dirty runs of a bitmap: calls fn for each maximal run of
- * clean or dirty bytes covering [0, disk_size), in order.
- */
-extern void for_each_run (const struct bits *b, unsigned gbits,
-                          uint64_t disk_size,
-                          void (*fn) (uint64_t offset, uint64_t length,
-                                      bool dirty, void *opaque),
-                          void *opaque);
+/* Print an error of lib/ ("dirtybitmap: MESSAGE") on stderr. */
+extern void report_error (const struct bmerr *err);
 
 /* "1 MiB": at most three significant digits and a binary unit, as
  * qemu-img info prints sizes.  Returns buf.

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <errno.h>
 #include <getopt.h>
-#include <sys/file.h>
 
 #include "dirtybitmap.h"
 #include "util.h"
@@ -41,43 +40,68 @@ add_dirty (uint64_t offset, uint64_t length, bool dirty, void *opaque)
     *(uint64_t *) opaque += length;
 }
 
-/* "in-use", "unclean" or "closed". */
+/* "in-use", "unclean" or "closed".  Somebody holds the write lock
+ * (only possible with -U): it is open, whether or not it has recorded
+ * a write yet.
+ */
 static const char *
 file_state (const struct bmf *f)
 {
-  /* Somebody holds the write lock (only possible with -U): it is open,
-   * whether or not it has recorded a write yet.
-   */
-  if (f->lock == BMF_LOCK_NONE) {
-    if (flock (f->fd, LOCK_SH | LOCK_NB) == -1 && errno == EWOULDBLOCK)
-      return "in-use";
-    flock (f->fd, LOCK_UN);
-  }
-  return f->unclean ? "unclean" : "closed";
+  if (bmf_in_use (f))
+    return "in-use";
+  return bmf_unclean (f) ? "unclean" : "closed";
 }
 
 static int
 bitmap_dirty_bytes (struct bmf *f, const struct bmf_bitmap *bm,
                     uint64_t *bytes)
 {
+  struct bmerr err;
   struct bits b;
 
   *bytes = 0;
-  if (read_bits (f, bm, &b) == -1)
+  if (bmf_read_bits (f, bm, &b, &err) == -1) {
+    report_error (&err);
     return -1;
-  for_each_run (&b, bm->gbits, f->st.disk_size, add_dirty, bytes);
-  free_bits (&b);
+  }
+  bits_for_each_run (&b, bm->gbits, bmf_state (f)->disk_size, add_dirty,
+                     bytes);
+  bmf_unmap (&b);
   return 0;
+}
+
+/* A name as text that cannot fake lines or drive the terminal:
+ * control characters and backslashes are escaped (\n, \t, \\,
+ * \xHH); everything else, UTF-8 included, is printed as it is.
+ */
+static void
+print_escaped (const char *s)
+{
+  for (; *s; ++s) {
+    unsigned char c = *s;
+    if (c == '\\')
+      fputs ("\\\\", stdout);
+    else if (c == '\n')
+      fputs ("\\n", stdout);
+    else if (c == '\t')
+      fputs ("\\t", stdout);
+    else if (c < 0x20 || c == 0x7f)
+      printf ("\\x%02x", c);
+    else
+      putchar (c);
+  }
 }
 
 static void
 print_human (struct bmf *f, const char *state, const uint64_t *dirty)
 {
-  const struct bmf_state *st = &f->st;
+  const struct bmf_state *st = bmf_state (f);
   char hs[32];
   size_t i;
 
-  printf ("file: %s\n", f->path);
+  printf ("file: ");
+  print_escaped (bmf_path (f));
+  putchar ('\n');
   printf ("format version: %d\n", BMF_VERSION);
   if (st->sized)
     printf ("disk size: %" PRIu64 " (%s)\n",
@@ -94,13 +118,15 @@ print_human (struct bmf *f, const char *state, const uint64_t *dirty)
   else
     printf ("state: not closed cleanly (pid %" PRIu64 ", durability=%s, %s)\n",
             st->open_pid, st->open_mode == BMF_STRICT ? "strict" : "flush",
-            f->rebooted ? "machine restarted since" : "same boot");
+            bmf_rebooted (f) ? "machine restarted since" : "same boot");
   printf ("bitmaps:%s\n", st->nr_bitmaps ? "" : " none");
   for (i = 0; i < st->nr_bitmaps; ++i) {
     const struct bmf_bitmap *bm = &st->bitmaps[i];
     bool consistent = !(bm->flags & BMF_INCONSISTENT);
     printf ("    [%zu]:\n", i);
-    printf ("        name: %s\n", bm->name);
+    printf ("        name: ");
+    print_escaped (bm->name);
+    putchar ('\n');
     printf ("        granularity: %" PRIu64 "\n", UINT64_C (1) << bm->gbits);
     printf ("        recording: %s\n",
             (bm->flags & BMF_ENABLED) && consistent ? "true" : "false");
@@ -113,11 +139,11 @@ print_human (struct bmf *f, const char *state, const uint64_t *dirty)
 static void
 print_json (struct bmf *f, const char *state, const uint64_t *dirty)
 {
-  const struct bmf_state *st = &f->st;
+  const struct bmf_state *st = bmf_state (f);
   size_t i;
 
   printf ("{\n    \"filename\": ");
-  print_json_string (stdout, f->path);
+  print_json_string (stdout, bmf_path (f));
   printf (",\n    \"format-version\": %d,\n", BMF_VERSION);
   if (st->sized)
     printf ("    \"disk-size\": %" PRIu64 ",\n", st->disk_size);
@@ -154,8 +180,10 @@ do_info (int argc, char *argv[])
   int c, json = 0;
   bool force = false;
   struct bmf *f;
+  const struct bmf_state *st;
   uint64_t *dirty;
   const char *state;
+  struct bmerr err;
   size_t i;
 
   while ((c = getopt_long (argc, argv, "hU", long_options, NULL)) != -1) {
@@ -173,20 +201,22 @@ do_info (int argc, char *argv[])
     return bad_usage ("info ", "expecting one FILE");
 
   f = bmf_open (argv[optind], force ? BMF_LOCK_NONE : BMF_LOCK_SHARED,
-                false);
+                &err);
   if (f == NULL) {
-    if (errno == EBUSY)
+    report_error (&err);
+    if (err.errnum == EBUSY)
       fprintf (stderr, "%s: use -U to read it while it is in use\n", prog);
     return EXIT_FAILURE;
   }
-  dirty = calloc (MAX (f->st.nr_bitmaps, 1), sizeof *dirty);
+  st = bmf_state (f);
+  dirty = calloc (MAX (st->nr_bitmaps, 1), sizeof *dirty);
   if (dirty == NULL) {
     perror (prog);
     bmf_close (f);
     return EXIT_FAILURE;
   }
-  for (i = 0; i < f->st.nr_bitmaps; ++i)
-    if (bitmap_dirty_bytes (f, &f->st.bitmaps[i], &dirty[i]) == -1) {
+  for (i = 0; i < st->nr_bitmaps; ++i)
+    if (bitmap_dirty_bytes (f, &st->bitmaps[i], &dirty[i]) == -1) {
       free (dirty);
       bmf_close (f);
       return EXIT_FAILURE;

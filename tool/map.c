@@ -62,6 +62,7 @@ do_map (int argc, char *argv[])
   bool force = false;
   const struct bmf_bitmap *bm;
   struct bmf *f;
+  struct bmerr err;
   struct bits b;
 
   while ((c = getopt_long (argc, argv, "hU", long_options, NULL)) != -1) {
@@ -79,28 +80,32 @@ do_map (int argc, char *argv[])
     return bad_usage ("map ", "expecting FILE and BITMAP");
 
   f = bmf_open (argv[optind], force ? BMF_LOCK_NONE : BMF_LOCK_SHARED,
-                false);
+                &err);
   if (f == NULL) {
-    if (errno == EBUSY)
+    report_error (&err);
+    if (err.errnum == EBUSY)
       fprintf (stderr, "%s: use -U to read it while it is in use\n", prog);
     return EXIT_FAILURE;
   }
-  bm = bmf_find (&f->st, argv[optind + 1]);
+  bm = bmf_find (bmf_state (f), argv[optind + 1]);
   if (bm == NULL)
     fprintf (stderr, "%s: bitmap %s not found in %s\n",
-             prog, argv[optind + 1], f->path);
+             prog, argv[optind + 1], bmf_path (f));
   else if (bm->flags & BMF_INCONSISTENT)
     fprintf (stderr, "%s: bitmap %s is inconsistent: %s; remove it and "
              "take a full backup\n", prog, bm->name,
              bmf_inconsistent_reason (f));
-  else if (read_bits (f, bm, &b) == 0) {
+  else if (bmf_read_bits (f, bm, &b, &err) == -1)
+    report_error (&err);
+  else {
     json = json ? 1 : -1;
     if (json > 0)
       printf ("[\n");
-    for_each_run (&b, bm->gbits, f->st.disk_size, print_run, &json);
+    bits_for_each_run (&b, bm->gbits, bmf_state (f)->disk_size, print_run,
+                       &json);
     if (json > 0)
       printf ("\n]\n");
-    free_bits (&b);
+    bmf_unmap (&b);
     r = EXIT_SUCCESS;
   }
   bmf_close (f);

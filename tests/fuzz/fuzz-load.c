@@ -32,7 +32,9 @@
 #include "bits.h"
 #include "bmfile.h"
 #include "crc32c.h"
+#include "format.h"
 #include "msg.h"
+#include "txn.h"
 #include "util.h"
 
 /* The operations of the transaction (see test_one). */
@@ -50,17 +52,12 @@
 #define MAX_DATA (1024 * 1024)
 
 void
-bm_error (const char *fs, ...)
-{
-}
-
-void
 bm_debug (const char *fs, ...)
 {
 }
 
 static void
-ignore (const char *problem)
+ignore (void *opaque, const char *problem)
 {
 }
 
@@ -138,7 +135,8 @@ scan (struct bmf *f, const struct bmf_bitmap *bm, struct saved *sv)
 
   sv->name = strdup (bm->name);
   sv->gbits = bm->gbits;
-  if (sv->name == NULL || bmf_map (f, &f->st, bm, false, &b) == -1)
+  if (sv->name == NULL || bmf_map (f, bmf_state (f), bm, false, &b,
+                                   NULL) == -1)
     die ("cannot map a bitmap that loaded");
   sv->nr_bits = b.nr_bits;
   n = bits_nr_words (b.nr_bits);
@@ -148,9 +146,10 @@ scan (struct bmf *f, const struct bmf_bitmap *bm, struct saved *sv)
   if (n)
     memcpy (sv->words, b.words, n * 8);
   /* Walk the runs the way map and extents do. */
-  for (pos = 0; pos < b.nr_bits; ++runs)
-    pos = bits_test (&b, pos) ? bits_next_clear (&b, pos, b.nr_bits)
-      : bits_next_set (&b, pos, b.nr_bits);
+  for (pos = 0; pos < b.nr_bits; ++runs) {
+    bool dirty;
+    pos = bits_run (&b, pos, b.nr_bits, &dirty);
+  }
   if (runs > b.nr_bits || bits_count (&b) > b.nr_bits)
     die ("scan out of bounds");
   bmf_unmap (&b);
@@ -160,13 +159,13 @@ scan (struct bmf *f, const struct bmf_bitmap *bm, struct saved *sv)
 static void
 check_kept (struct bmf *f, const struct saved *sv)
 {
-  const struct bmf_bitmap *bm = bmf_find (&f->st, sv->name);
+  const struct bmf_bitmap *bm = bmf_find (bmf_state (f), sv->name);
   struct bits b;
   uint64_t i, n;
 
   if (bm == NULL)
     die ("a bitmap disappeared in a commit");
-  if (bmf_map (f, &f->st, bm, false, &b) == -1)
+  if (bmf_map (f, bmf_state (f), bm, false, &b, NULL) == -1)
     die ("cannot map a committed bitmap");
   n = MIN (sv->nr_bits, b.nr_bits);
   for (i = 0; i < n; ++i)
@@ -182,9 +181,9 @@ reopen_committed (const struct saved *sv, size_t n, unsigned problems)
   struct bmf *f;
   size_t i;
 
-  if (problems == 0 && bmf_check (path, ignore) != 0)
+  if (problems == 0 && bmf_check (path, ignore, NULL) != 0)
     die ("a commit turned a sound file into a broken one");
-  f = bmf_open (path, BMF_LOCK_EXCLUSIVE, false);
+  f = bmf_open (path, BMF_LOCK_EXCLUSIVE, NULL);
   if (f == NULL)
     die ("a committed file does not open");
   for (i = 0; i < n; ++i)
@@ -262,6 +261,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 static void
 test_one (const uint8_t *data, size_t size)
 {
+  const struct bmf_state *st, *tst;
   struct bmf *f;
   struct bmf_txn *t;
   struct saved *sv;
@@ -270,8 +270,8 @@ test_one (const uint8_t *data, size_t size)
   bool all_small = true;
 
   write_input (data, size);
-  problems = bmf_check (path, ignore);
-  f = bmf_open (path, BMF_LOCK_EXCLUSIVE, false);
+  problems = bmf_check (path, ignore, NULL);
+  f = bmf_open (path, BMF_LOCK_EXCLUSIVE, NULL);
   if (f == NULL) {
     if (problems == 0)
       die ("bmf_check passed a file that bmf_open refuses");
@@ -280,22 +280,23 @@ test_one (const uint8_t *data, size_t size)
     return;
   }
 
-  n = f->st.nr_bitmaps;
+  st = bmf_state (f);
+  n = st->nr_bitmaps;
   sv = calloc (MAX (n, 1), sizeof *sv);
   if (sv == NULL)
     die ("calloc");
   for (i = 0; i < n; ++i) {
-    scan (f, &f->st.bitmaps[i], &sv[i]);
-    all_small &= small (&f->st, f->st.disk_size, f->st.bitmaps[i].gbits);
+    scan (f, &st->bitmaps[i], &sv[i]);
+    all_small &= small (st, st->disk_size, st->bitmaps[i].gbits);
   }
 
   /* First a commit that changes nothing but what opening the file
    * did (crash marks, the dropped open record): the filter's startup.
    */
-  t = bmf_txn_begin (f, false);
+  t = bmf_txn_begin (f, false, NULL);
   if (t == NULL)
     die ("bmf_txn_begin");
-  if (bmf_txn_commit (t) == 0) {
+  if (bmf_txn_commit (t, NULL) == 0) {
     bmf_close (f);
     f = reopen_committed (sv, n, problems);
   }
@@ -306,29 +307,30 @@ test_one (const uint8_t *data, size_t size)
    * an operation out.
    */
   ops = size ? ~data[size - 1] : ~0u;
-  t = bmf_txn_begin (f, false);
+  t = bmf_txn_begin (f, false, NULL);
   if (t == NULL)
     die ("bmf_txn_begin");
-  if ((ops & OP_ADD) && small (&t->st, t->st.disk_size, 9))
-    bmf_txn_add (t, "fuzz", 9);
+  tst = bmf_txn_state (t);
+  if ((ops & OP_ADD) && small (tst, tst->disk_size, 9))
+    bmf_txn_add (t, "fuzz", 9, NULL);
   for (i = 0; i < n && i < 4; ++i) {
     const char *name = sv[i].name;
-    if (i == 0 && (ops & OP_CLEAR) && bmf_txn_clear (t, name) == 0)
+    if (i == 0 && (ops & OP_CLEAR) && bmf_txn_clear (t, name, NULL) == 0)
       sv[i].cleared = true;
     if (ops & OP_ENABLE)
-      bmf_txn_enable (t, name, i & 1);
+      bmf_txn_enable (t, name, i & 1, NULL);
     if (ops & OP_MERGE)
-      bmf_txn_merge (t, "fuzz", NULL, name);
+      bmf_txn_merge (t, "fuzz", NULL, name, NULL);
   }
   if ((ops & OP_REMOVE) && n >= 2 &&
-      bmf_txn_remove (t, sv[n - 1].name) == 0)
+      bmf_txn_remove (t, sv[n - 1].name, NULL) == 0)
     sv[n - 1].removed = true;
   if ((ops & OP_RESIZE) && all_small &&
-      small (&t->st, t->st.disk_size + 4096, 9))
-    bmf_txn_resize (t, t->st.disk_size + 4096);
+      small (tst, tst->disk_size + 4096, 9))
+    bmf_txn_resize (t, tst->disk_size + 4096, NULL);
   if (ops & OP_OPEN)
     bmf_txn_set_open (t, true, BMF_FLUSH);
-  if (bmf_txn_commit (t) == 0) {
+  if (bmf_txn_commit (t, NULL) == 0) {
     bmf_close (f);
     f = reopen_committed (sv, n, problems);
   }

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* bmfile-impl.h: what the files of lib/ share about an open bitmap
+ * file.  Never included outside lib/: the filter and the tool see
+ * struct bmf only through bmfile.h.
+ */
+
+#ifndef DIRTYBITMAP_BMFILE_IMPL_H
+#define DIRTYBITMAP_BMFILE_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bmfile.h"
+#include "format.h"
+
+struct bmf {
+  char *path;
+  char *tmp_path;               /* its private name until published */
+  int fd;
+  enum bmf_lock lock;
+  int slot;                     /* header slot holding st */
+  struct bmf_state st;          /* committed state, crash marks applied */
+  bool unclean;                 /* loaded with the OPEN flag set ... */
+  bool rebooted;                /* ... by another boot of the machine */
+  struct bmf_region *reserved;  /* never reused by this process */
+  size_t nr_reserved;
+};
+
+/* Read and validate the header and directory of the open file fd:
+ * fills st (with its bitmaps) and the current slot.  Problems go to p
+ * (all of them if p->report is set).  Returns 0 if there was none.
+ */
+extern int bmf_load (int fd, struct bmf_state *st, int *slot,
+                     uint64_t *file_size, struct bmf_problems *p);
+
+/* Map length bytes at offset of fd (shared), into out->words. */
+extern int bmf_map_region (int fd, uint64_t offset, uint64_t length,
+                           bool writable, struct bits *out);
+
+#endif /* DIRTYBITMAP_BMFILE_IMPL_H */

@@ -1,0 +1,587 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* format.c: encoding, decoding and validating the header slots and the
+ * directory of a bitmap file (see format.h; the byte layout is in
+ * nbdkit-dirtybitmap-filter(1), FILE FORMAT).
+ *
+ * Two 4096 byte header slots each carry a sequence number and a
+ * CRC-32C; the valid slot with the higher sequence number is current.
+ * It points to a directory (one entry per bitmap, CRC-32C in the
+ * header) and every entry to a 4096-aligned data region of
+ * little-endian 64 bit words, one bit per granule.
+ *
+ * Every field is checked before it is used.  The decoder stops at the
+ * first problem, unless the caller asks to hear them all (the check
+ * subcommand).  A slot whose CRC holds was written whole, so a field
+ * in it that this program rejects is corruption or a feature it does
+ * not know, never a torn write: the file is refused rather than read
+ * through its older slot, which would lose what the newer one
+ * recorded.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <string.h>
+#include <errno.h>
+
+#include "crc32c.h"
+#include "format.h"
+#include "util.h"
+
+static const char magic[8] = { 'D', 'I', 'R', 'T', 'Y', 'B', 'M', 'P' };
+
+/* Header field offsets. */
+#define H_MAGIC        0
+#define H_VERSION      8
+#define H_LENGTH      12
+#define H_SEQ         16
+#define H_DISK_SIZE   24
+#define H_FLAGS       32
+#define H_OPEN_MODE   36
+#define H_DIR_OFFSET  40
+#define H_DIR_LENGTH  48
+#define H_NR_BITMAPS  52
+#define H_DIR_CRC     56
+#define H_INCOMPAT    60
+#define H_FILE_LENGTH 64
+#define H_OPEN_PID    72
+#define H_BOOT_ID     80
+#define H_COMPAT     120
+#define H_ID_DEV     128
+#define H_ID_INO     136
+#define H_ID_SIZE    144
+#define H_ID_MTIME   152
+#define H_CRC        252
+
+/* Each field ends before the next begins, and all fit in the part of
+ * the slot that is used and checksummed.
+ */
+_Static_assert (H_BOOT_ID + BMF_BOOT_ID_LEN <= H_COMPAT,
+                "the boot id overlaps the compatible features");
+_Static_assert (H_ID_MTIME + 8 <= H_CRC, "the disk id overlaps the CRC");
+_Static_assert (H_CRC + 4 == BMF_HEADER_LENGTH,
+                "the CRC must end the used part of the slot");
+_Static_assert (BMF_HEADER_LENGTH <= BMF_HEADER_SLOT,
+                "a header must fit in its slot");
+_Static_assert (BMF_FIRST_REGION % BMF_ALIGN == 0,
+                "the first region must be aligned");
+
+/* Directory entry field offsets. */
+#define E_DATA_OFFSET  0
+#define E_DATA_LENGTH  8
+#define E_GBITS       16
+#define E_FLAGS       20
+#define E_NAME_LENGTH 24
+#define E_NAME        BMF_ENTRY_FIXED
+
+_Static_assert (E_NAME_LENGTH + 2 <= E_NAME,
+                "the name length overlaps the name");
+_Static_assert (BMF_MAX_NAME < (1 << 16),
+                "a name length must fit in 16 bits");
+
+const char *
+bmf_granularity_problem (uint64_t bytes)
+{
+  if (bytes < BMF_MIN_GRANULARITY || bytes > BMF_MAX_GRANULARITY ||
+      !is_power_of_2 (bytes))
+    return "must be a power of 2 from 512 to 2G";
+  return NULL;
+}
+
+const char *
+bmf_name_problem (const char *name)
+{
+  size_t len = strlen (name);
+
+  if (len == 0 || len > BMF_MAX_NAME)
+    return "must be 1 to 1023 bytes";
+  return NULL;
+}
+
+uint64_t
+bmf_nr_bits (uint64_t disk_size, unsigned gbits)
+{
+  return disk_size == 0 ? 0 : ((disk_size - 1) >> gbits) + 1;
+}
+
+uint64_t
+bmf_data_length (uint64_t disk_size, unsigned gbits)
+{
+  return ROUND_UP (DIV_ROUND_UP (bmf_nr_bits (disk_size, gbits), 64) * 8,
+                   BMF_ALIGN);
+}
+
+static size_t
+entry_length (size_t name_length)
+{
+  return BMF_ENTRY_FIXED + ROUND_UP (name_length, 8);
+}
+
+struct bmf_bitmap *
+bmf_find (const struct bmf_state *st, const char *name)
+{
+  size_t i;
+
+  for (i = 0; i < st->nr_bitmaps; ++i)
+    if (strcmp (st->bitmaps[i].name, name) == 0)
+      return &st->bitmaps[i];
+  return NULL;
+}
+
+void
+bmf_state_free (struct bmf_state *st)
+{
+  size_t i;
+
+  for (i = 0; st->bitmaps && i < st->nr_bitmaps; ++i)
+    free (st->bitmaps[i].name);
+  free (st->bitmaps);
+  st->bitmaps = NULL;
+  st->nr_bitmaps = 0;
+}
+
+int
+bmf_state_copy (struct bmf_state *dst, const struct bmf_state *src)
+{
+  size_t i;
+
+  *dst = *src;
+  dst->bitmaps = calloc (MAX (src->nr_bitmaps, 1), sizeof *dst->bitmaps);
+  if (dst->bitmaps == NULL)
+    return -1;
+  for (i = 0; i < src->nr_bitmaps; ++i) {
+    dst->bitmaps[i] = src->bitmaps[i];
+    dst->bitmaps[i].name = strdup (src->bitmaps[i].name);
+    if (dst->bitmaps[i].name == NULL) {
+      dst->nr_bitmaps = i;
+      bmf_state_free (dst);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+void
+bmf_problem (struct bmf_problems *p, const char *fs, ...)
+{
+  va_list args;
+  char msg[1024];
+
+  va_start (args, fs);
+  vsnprintf (msg, sizeof msg, fs, args);
+  va_end (args);
+  if (p->report) {
+    char full[sizeof p->first];
+    snprintf (full, sizeof full, "%s: %s", p->path, msg);
+    p->report (p->opaque, full);
+  }
+  else if (p->count == 0)
+    snprintf (p->first, sizeof p->first, "%s: %s", p->path, msg);
+  p->count++;
+}
+
+/*----------------------------------------------------------------------
+ * Header slots.
+ */
+
+void
+bmf_encode_header (const struct bmf_state *st, uint32_t dir_crc,
+                   unsigned char buf[BMF_HEADER_SLOT])
+{
+  uint32_t compat = st->has_disk_id ? BMF_COMPAT_DISK_ID : 0;
+
+  memset (buf, 0, BMF_HEADER_SLOT);
+  memcpy (buf + H_MAGIC, magic, 8);
+  put_le32 (buf + H_VERSION, BMF_VERSION);
+  put_le32 (buf + H_LENGTH, BMF_HEADER_LENGTH);
+  put_le64 (buf + H_SEQ, st->seq);
+  put_le64 (buf + H_DISK_SIZE, st->disk_size);
+  put_le32 (buf + H_FLAGS,
+            (st->sized ? BMF_HDR_SIZED : 0) | (st->open ? BMF_HDR_OPEN : 0));
+  put_le32 (buf + H_OPEN_MODE, st->open ? st->open_mode : 0);
+  put_le64 (buf + H_DIR_OFFSET, st->dir_offset);
+  put_le32 (buf + H_DIR_LENGTH, st->dir_length);
+  put_le32 (buf + H_NR_BITMAPS, st->nr_bitmaps);
+  put_le32 (buf + H_DIR_CRC, dir_crc);
+  put_le64 (buf + H_FILE_LENGTH, st->file_length);
+  if (st->open) {
+    put_le64 (buf + H_OPEN_PID, st->open_pid);
+    memcpy (buf + H_BOOT_ID, st->boot_id, strnlen (st->boot_id,
+                                                   BMF_BOOT_ID_LEN - 1));
+  }
+  put_le32 (buf + H_COMPAT, compat);
+  if (st->has_disk_id) {
+    put_le64 (buf + H_ID_DEV, st->disk_id.dev);
+    put_le64 (buf + H_ID_INO, st->disk_id.ino);
+    put_le64 (buf + H_ID_SIZE, st->disk_id.size);
+    put_le64 (buf + H_ID_MTIME, st->disk_id.mtime_ns);
+  }
+  put_le32 (buf + H_CRC, crc32c (buf, H_CRC));
+}
+
+void
+bmf_decode_slot (const unsigned char *buf, size_t got, struct bmf_slot *s)
+{
+  uint32_t flags, incompat, compat, hlen, mode;
+  struct bmf_state *st = &s->st;
+  const char *rp;
+
+  memset (s, 0, sizeof *s);
+  if (got < 8 || memcmp (buf + H_MAGIC, magic, 8) != 0) {
+    s->status = got < 8 ? SLOT_SHORT : SLOT_MAGIC;
+    return;
+  }
+  if (got < BMF_HEADER_LENGTH) {
+    s->status = SLOT_SHORT;
+    return;
+  }
+  memcpy (s->raw, buf, BMF_HEADER_LENGTH);
+  if (get_le32 (buf + H_VERSION) != BMF_VERSION) {
+    s->status = SLOT_VERSION;
+    snprintf (s->why, sizeof s->why,
+              "unsupported format version %" PRIu32
+              " (this program reads version %d)",
+              get_le32 (buf + H_VERSION), BMF_VERSION);
+    return;
+  }
+  if (get_le32 (buf + H_CRC) != crc32c (buf, H_CRC)) {
+    s->status = SLOT_CRC;
+    snprintf (s->why, sizeof s->why, "header checksum mismatch");
+    return;
+  }
+
+  s->status = SLOT_FIELD;
+  hlen = get_le32 (buf + H_LENGTH);
+  flags = get_le32 (buf + H_FLAGS);
+  incompat = get_le32 (buf + H_INCOMPAT);
+  compat = get_le32 (buf + H_COMPAT);
+  mode = get_le32 (buf + H_OPEN_MODE);
+  st->seq = get_le64 (buf + H_SEQ);
+  st->disk_size = get_le64 (buf + H_DISK_SIZE);
+  st->sized = flags & BMF_HDR_SIZED;
+  st->open = flags & BMF_HDR_OPEN;
+  st->open_mode = mode;
+  st->open_pid = get_le64 (buf + H_OPEN_PID);
+  memcpy (st->boot_id, buf + H_BOOT_ID, BMF_BOOT_ID_LEN);
+  st->dir_offset = get_le64 (buf + H_DIR_OFFSET);
+  st->dir_length = get_le32 (buf + H_DIR_LENGTH);
+  st->nr_bitmaps = get_le32 (buf + H_NR_BITMAPS);
+  st->file_length = get_le64 (buf + H_FILE_LENGTH);
+  s->dir_crc = get_le32 (buf + H_DIR_CRC);
+  if (compat & BMF_COMPAT_DISK_ID) {
+    st->has_disk_id = true;
+    st->disk_id.dev = get_le64 (buf + H_ID_DEV);
+    st->disk_id.ino = get_le64 (buf + H_ID_INO);
+    st->disk_id.size = get_le64 (buf + H_ID_SIZE);
+    st->disk_id.mtime_ns = get_le64 (buf + H_ID_MTIME);
+  }
+
+  if (hlen != BMF_HEADER_LENGTH)
+    snprintf (s->why, sizeof s->why, "header length %" PRIu32
+              " is not %d", hlen, BMF_HEADER_LENGTH);
+  else if (incompat != 0)
+    snprintf (s->why, sizeof s->why,
+              "unsupported incompatible features 0x%" PRIx32, incompat);
+  else if (st->seq == 0 || st->seq > BMF_MAX_SEQ)
+    snprintf (s->why, sizeof s->why,
+              "header sequence number %" PRIu64 " is out of range "
+              "(1 to 2^63-1)", st->seq);
+  else if (flags & ~BMF_HDR_FLAGS)
+    snprintf (s->why, sizeof s->why, "unknown header flags 0x%" PRIx32,
+              flags & ~BMF_HDR_FLAGS);
+  else if (mode > BMF_MAX_DURABILITY)
+    snprintf (s->why, sizeof s->why, "unknown durability mode %" PRIu32,
+              mode);
+  else if (memchr (st->boot_id, '\0', BMF_BOOT_ID_LEN) == NULL)
+    snprintf (s->why, sizeof s->why, "boot id is not terminated");
+  else if (st->disk_size > BMF_MAX_DISK_SIZE)
+    snprintf (s->why, sizeof s->why, "disk size %" PRIu64 " is too large",
+              st->disk_size);
+  else if (!st->sized && st->disk_size != 0)
+    snprintf (s->why, sizeof s->why,
+              "disk size %" PRIu64 " recorded but not marked known",
+              st->disk_size);
+  else if (st->nr_bitmaps > BMF_MAX_BITMAPS)
+    snprintf (s->why, sizeof s->why, "%zu bitmaps (the limit is %d)",
+              st->nr_bitmaps, BMF_MAX_BITMAPS);
+  else if (st->file_length < BMF_FIRST_REGION ||
+           st->file_length % BMF_ALIGN != 0)
+    snprintf (s->why, sizeof s->why, "invalid file length %" PRIu64,
+              st->file_length);
+  else if (st->dir_length == 0 && st->nr_bitmaps > 0)
+    snprintf (s->why, sizeof s->why,
+              "no directory, but %zu bitmaps", st->nr_bitmaps);
+  else if (st->dir_length > 0 && st->nr_bitmaps == 0)
+    snprintf (s->why, sizeof s->why,
+              "a directory of %" PRIu32 " bytes, but no bitmaps",
+              st->dir_length);
+  else if (st->dir_length == 0 && st->dir_offset != 0)
+    snprintf (s->why, sizeof s->why,
+              "directory offset %" PRIu64 " without a directory",
+              st->dir_offset);
+  else if (st->dir_length > 0 &&
+           (rp = bmf_region_problem (st->dir_offset, st->dir_length,
+                                     st->file_length)) != NULL)
+    snprintf (s->why, sizeof s->why,
+              "directory (offset %" PRIu64 ", length %" PRIu32 ") %s",
+              st->dir_offset, st->dir_length, rp);
+  else
+    s->status = SLOT_OK;
+}
+
+static bool
+whole (const struct bmf_slot *s)
+{
+  return s->status == SLOT_OK || s->status == SLOT_FIELD;
+}
+
+int
+bmf_pick_slot (const struct bmf_slot s[2], uint64_t file_size,
+               struct bmf_problems *p)
+{
+  int i, newest = -1, slot;
+
+  for (i = 0; i < 2; ++i)
+    if (s[i].status == SLOT_VERSION) {
+      bmf_problem (p, "%s", s[i].why);
+      return -1;
+    }
+  /* The newest whole slot must be one this program accepts (see the
+   * comment at the top).  Two whole slots with one sequence number
+   * cannot come from commits, which alternate slots and count up: the
+   * file was edited or corrupted, and which of them is current cannot
+   * be told, unless they are the same bytes.
+   */
+  for (i = 0; i < 2; ++i)
+    if (whole (&s[i]) && (newest == -1 || s[i].st.seq > s[newest].st.seq))
+      newest = i;
+  if (newest >= 0 && s[newest].status == SLOT_FIELD) {
+    bmf_problem (p, "%s", s[newest].why);
+    return -1;
+  }
+  if (whole (&s[0]) && whole (&s[1]) && s[0].st.seq == s[1].st.seq &&
+      memcmp (s[0].raw, s[1].raw, BMF_HEADER_LENGTH) != 0) {
+    bmf_problem (p, "both header slots have sequence number %" PRIu64
+                 " but differ: which one is current cannot be told",
+                 s[0].st.seq);
+    return -1;
+  }
+
+  if (s[0].status == SLOT_OK &&
+      (s[1].status != SLOT_OK || s[0].st.seq >= s[1].st.seq))
+    slot = 0;
+  else if (s[1].status == SLOT_OK)
+    slot = 1;
+  else {
+    if (file_size == 0)
+      bmf_problem (p, "empty file (truncated?)");
+    else if (s[0].status == SLOT_MAGIC &&
+             (s[1].status == SLOT_MAGIC || s[1].status == SLOT_SHORT))
+      bmf_problem (p, "not a dirtybitmap file (bad magic)");
+    else if (s[0].status == SLOT_SHORT)
+      bmf_problem (p, "truncated: %" PRIu64 " bytes, too short for a "
+                   "header", file_size);
+    else {
+      /* Name the most telling failure. */
+      const struct bmf_slot *w = s[0].status >= s[1].status ? &s[0] : &s[1];
+      bmf_problem (p, "%s",
+                   w->status == SLOT_SHORT ? "truncated header" : w->why);
+    }
+    return -1;
+  }
+
+  if (s[slot].st.file_length > file_size) {
+    bmf_problem (p, "truncated: %" PRIu64 " bytes, the header says %"
+                 PRIu64, file_size, s[slot].st.file_length);
+    return -1;
+  }
+  return slot;
+}
+
+/*----------------------------------------------------------------------
+ * The directory.
+ */
+
+unsigned char *
+bmf_encode_dir (const struct bmf_state *st, size_t *len)
+{
+  unsigned char *buf, *p;
+  size_t i;
+
+  *len = 0;
+  for (i = 0; i < st->nr_bitmaps; ++i)
+    *len += entry_length (strlen (st->bitmaps[i].name));
+  buf = calloc (1, MAX (*len, 1));
+  if (buf == NULL)
+    return NULL;
+  for (i = 0, p = buf; i < st->nr_bitmaps; ++i) {
+    const struct bmf_bitmap *bm = &st->bitmaps[i];
+    size_t n = strlen (bm->name);
+
+    put_le64 (p + E_DATA_OFFSET, bm->data_offset);
+    put_le64 (p + E_DATA_LENGTH, bm->data_length);
+    put_le32 (p + E_GBITS, bm->gbits);
+    put_le32 (p + E_FLAGS, bm->flags);
+    put_le16 (p + E_NAME_LENGTH, n);
+    memcpy (p + E_NAME, bm->name, n);
+    p += entry_length (n);
+  }
+  return buf;
+}
+
+const char *
+bmf_region_problem (uint64_t offset, uint64_t length, uint64_t file_length)
+{
+  if (offset % BMF_ALIGN != 0)
+    return "is not aligned to 4096 bytes";
+  if (offset < BMF_FIRST_REGION)
+    return "overlaps the header slots";
+  if (offset > file_length || length > file_length - offset)
+    return "lies outside the file";
+  return NULL;
+}
+
+/* The rules of one decoded entry (its name is already checked). */
+static void
+check_entry (const struct bmf_state *st, const struct bmf_bitmap *bm,
+             struct bmf_problems *p)
+{
+  const char *rp;
+
+  if (bmf_find (st, bm->name) != bm)
+    bmf_problem (p, "bitmap %s: name used twice", bm->name);
+  if (bm->gbits < BMF_MIN_GBITS || bm->gbits > BMF_MAX_GBITS)
+    bmf_problem (p, "bitmap %s: granularity 2^%u is out of range "
+                 "(512 to 2G)", bm->name, bm->gbits);
+  else if (bm->data_length !=
+           (st->sized ? bmf_data_length (st->disk_size, bm->gbits) : 0))
+    bmf_problem (p, "bitmap %s: data length %" PRIu64 " does not match "
+                 "the disk size %" PRIu64 " at granularity %" PRIu64,
+                 bm->name, bm->data_length, st->disk_size,
+                 UINT64_C (1) << bm->gbits);
+  if (bm->flags & ~BMF_ENTRY_FLAGS)
+    bmf_problem (p, "bitmap %s: unknown flags 0x%" PRIx32,
+                 bm->name, bm->flags & ~BMF_ENTRY_FLAGS);
+  if (bm->data_length == 0 && bm->data_offset != 0)
+    bmf_problem (p, "bitmap %s: data offset %" PRIu64 " without data",
+                 bm->name, bm->data_offset);
+  else if (bm->data_length > 0 &&
+           (rp = bmf_region_problem (bm->data_offset, bm->data_length,
+                                     st->file_length)) != NULL)
+    bmf_problem (p, "bitmap %s: data (offset %" PRIu64 ", length %" PRIu64
+                 ") %s", bm->name, bm->data_offset, bm->data_length, rp);
+}
+
+int
+bmf_decode_dir (const unsigned char *buf, size_t len, uint32_t crc,
+                struct bmf_state *st, struct bmf_problems *p)
+{
+  const unsigned char *q = buf, *end = buf + len;
+  const unsigned before = p->count;
+  size_t i, n = st->nr_bitmaps;
+
+  st->nr_bitmaps = 0;
+  st->bitmaps = calloc (MAX (n, 1), sizeof *st->bitmaps);
+  if (st->bitmaps == NULL) {
+    bmf_problem (p, "%s", strerror (errno));
+    return -1;
+  }
+  if (n == 0)
+    return 0;
+  if (crc32c (buf, len) != crc) {
+    bmf_problem (p, "directory checksum mismatch");
+    if (!p->report)
+      return -1;
+  }
+
+  for (i = 0; i < n; ++i) {
+    struct bmf_bitmap *bm = &st->bitmaps[i];
+    size_t nlen;
+
+    if ((size_t) (end - q) < BMF_ENTRY_FIXED) {
+      bmf_problem (p, "directory entry %zu is cut off", i);
+      break;
+    }
+    nlen = get_le16 (q + E_NAME_LENGTH);
+    if (nlen == 0 || nlen > BMF_MAX_NAME) {
+      bmf_problem (p, "directory entry %zu: name length %zu "
+                   "(must be 1 to %d)", i, nlen, BMF_MAX_NAME);
+      break;
+    }
+    if ((size_t) (end - q) < entry_length (nlen)) {
+      bmf_problem (p, "directory entry %zu is cut off", i);
+      break;
+    }
+    bm->name = strndup ((const char *) q + E_NAME, nlen);
+    if (bm->name == NULL) {
+      bmf_problem (p, "%s", strerror (errno));
+      break;
+    }
+    st->nr_bitmaps++;
+    bm->data_offset = get_le64 (q + E_DATA_OFFSET);
+    bm->data_length = get_le64 (q + E_DATA_LENGTH);
+    bm->gbits = get_le32 (q + E_GBITS);
+    bm->flags = get_le32 (q + E_FLAGS);
+    q += entry_length (nlen);
+
+    if (strlen (bm->name) != nlen)
+      bmf_problem (p, "directory entry %zu: name contains a NUL byte", i);
+    else
+      check_entry (st, bm, p);
+    if (!p->report && p->count > before)
+      return -1;
+  }
+  if (i == n && q != end)
+    bmf_problem (p, "directory has %zu bytes after its last entry",
+                 (size_t) (end - q));
+  return p->count > before ? -1 : 0;
+}
+
+static int
+region_cmp (const void *a, const void *b)
+{
+  const struct bmf_region *ra = a, *rb = b;
+  return ra->offset < rb->offset ? -1 : ra->offset > rb->offset;
+}
+
+void
+bmf_check_overlaps (const struct bmf_state *st, struct bmf_problems *p)
+{
+  struct bmf_region *r;
+  size_t i, n = 0;
+
+  r = calloc (st->nr_bitmaps + 1, sizeof *r);
+  if (r == NULL) {
+    bmf_problem (p, "%s", strerror (errno));
+    return;
+  }
+  if (st->dir_length)
+    r[n++] = (struct bmf_region) { st->dir_offset, st->dir_length };
+  for (i = 0; i < st->nr_bitmaps; ++i)
+    if (st->bitmaps[i].data_length)
+      r[n++] = (struct bmf_region) { st->bitmaps[i].data_offset,
+                                     st->bitmaps[i].data_length };
+  qsort (r, n, sizeof *r, region_cmp);
+  for (i = 1; i < n; ++i)
+    if (r[i - 1].offset + r[i - 1].length > r[i].offset)
+      bmf_problem (p, "regions at offsets %" PRIu64 " and %" PRIu64
+                   " overlap", r[i - 1].offset, r[i].offset);
+  free (r);
+}
+
+bool
+bmf_tail_dirty (const uint64_t *tail, size_t len, uint64_t nbits)
+{
+  size_t w;
+
+  if ((nbits & 63) && (tail[0] >> (nbits & 63)) != 0)
+    return true;
+  for (w = (nbits & 63) ? 1 : 0; w < len / 8; ++w)
+    if (tail[w] != 0)
+      return true;
+  return false;
+}

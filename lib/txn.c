@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* txn.c: transactions on a bitmap file (see txn.h): space allocation,
+ * the operations, and the atomic commit.
+ *
+ * Every change is copy-on-write: a transaction writes new data
+ * regions and a new directory into space that the current header does
+ * not refer to, fdatasyncs, then writes the header into the other
+ * slot and fdatasyncs again.  A crash before the second sync leaves
+ * the old header current (a torn slot fails its CRC), after it the
+ * new one: never a mix.  Data bits themselves are set in place,
+ * through a shared mapping, by the filter.
+ *
+ * New space is found first fit among the regions that the committed
+ * state and the transaction refer to and those this process still
+ * uses (bmf_reserve), and is allocated at once, so that setting a bit
+ * through a mapping can never hit ENOSPC (SIGBUS).
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "bmfile-impl.h"
+#include "crc32c.h"
+#include "msg.h"
+#include "txn.h"
+#include "util.h"
+
+struct bmf_txn {
+  struct bmf *f;
+  struct bmf_state st;
+  bool dry_run;
+  uint64_t orig_size;           /* file size at begin, for abort */
+};
+
+struct bmf_txn *
+bmf_txn_begin (struct bmf *f, bool dry_run, struct bmerr *err)
+{
+  struct bmf_txn *t = calloc (1, sizeof *t);
+  struct stat sb;
+
+  if (t == NULL || bmf_state_copy (&t->st, &f->st) == -1 ||
+      fstat (f->fd, &sb) == -1) {
+    bmerr_set (err, errno, "%s: %s", f->path, strerror (errno));
+    free (t);
+    return NULL;
+  }
+  if (!dry_run && f->lock != BMF_LOCK_EXCLUSIVE) {
+    bmerr_set (err, EBADF, "%s: opened read-only", f->path);
+    bmf_state_free (&t->st);
+    free (t);
+    return NULL;
+  }
+  t->f = f;
+  t->dry_run = dry_run;
+  t->orig_size = sb.st_size;
+  return t;
+}
+
+const struct bmf_state *
+bmf_txn_state (const struct bmf_txn *t)
+{
+  return &t->st;
+}
+
+struct bmf *
+bmf_txn_file (const struct bmf_txn *t)
+{
+  return t->f;
+}
+
+void
+bmf_txn_abort (struct bmf_txn *t)
+{
+  struct stat sb;
+
+  if (t == NULL)
+    return;
+  /* Space appended for new regions goes again. */
+  if (!t->dry_run && fstat (t->f->fd, &sb) == 0 &&
+      (uint64_t) sb.st_size > t->orig_size &&
+      ftruncate (t->f->fd, t->orig_size) == -1)
+    bm_debug ("%s: ftruncate: %m", t->f->path);
+  bmf_state_free (&t->st);
+  free (t);
+}
+
+/*----------------------------------------------------------------------
+ * Space.
+ */
+
+static int
+region_cmp (const void *a, const void *b)
+{
+  const struct bmf_region *ra = a, *rb = b;
+  return ra->offset < rb->offset ? -1 : ra->offset > rb->offset;
+}
+
+/* Every region that new space must avoid: what the committed state
+ * and the transaction refer to, and what this process still uses.
+ */
+static struct bmf_region *
+live_regions (struct bmf_txn *t, size_t *n)
+{
+  const struct bmf *f = t->f;
+  struct bmf_region *r;
+  size_t i, max = 1 + f->st.nr_bitmaps + t->st.nr_bitmaps + f->nr_reserved;
+
+  r = calloc (max, sizeof *r);
+  if (r == NULL)
+    return NULL;
+  *n = 0;
+  if (f->st.dir_length)
+    r[(*n)++] = (struct bmf_region) { f->st.dir_offset, f->st.dir_length };
+  for (i = 0; i < f->st.nr_bitmaps; ++i)
+    r[(*n)++] = (struct bmf_region) { f->st.bitmaps[i].data_offset,
+                                      f->st.bitmaps[i].data_length };
+  for (i = 0; i < t->st.nr_bitmaps; ++i)
+    r[(*n)++] = (struct bmf_region) { t->st.bitmaps[i].data_offset,
+                                      t->st.bitmaps[i].data_length };
+  for (i = 0; i < f->nr_reserved; ++i)
+    r[(*n)++] = f->reserved[i];
+  qsort (r, *n, sizeof *r, region_cmp);
+  return r;
+}
+
+/* Find length bytes (a multiple of BMF_ALIGN) of free space, first
+ * fit, allocate it and make it read as zeroes.  Nothing that a header
+ * refers to is touched.
+ */
+static int
+alloc_region (struct bmf_txn *t, uint64_t length, uint64_t *offset,
+              struct bmerr *err)
+{
+  struct bmf *f = t->f;
+  struct bmf_region *r;
+  size_t i, n;
+  uint64_t pos = BMF_FIRST_REGION;
+  bool zero_by_hand = false;
+  struct stat sb;
+  int e;
+
+  *offset = 0;
+  if (length == 0)
+    return 0;
+  r = live_regions (t, &n);
+  if (r == NULL) {
+    bmerr_set (err, errno, "%s: %s", f->path, strerror (errno));
+    return -1;
+  }
+  for (i = 0; i < n; ++i) {
+    if (r[i].length == 0)
+      continue;
+    if (r[i].offset >= pos && r[i].offset - pos >= length)
+      break;
+    pos = MAX (pos, ROUND_UP (r[i].offset + r[i].length, BMF_ALIGN));
+  }
+  free (r);
+
+  if (fstat (f->fd, &sb) == -1) {
+    bmerr_set (err, errno, "%s: fstat: %s", f->path, strerror (errno));
+    return -1;
+  }
+  /* Old bytes in reused space: punch them out (falling back to
+   * writing zeroes below), then allocate every block now.
+   */
+  if (pos < (uint64_t) sb.st_size &&
+      fallocate (f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                 pos, MIN (length, sb.st_size - pos)) == -1)
+    zero_by_hand = true;
+  e = posix_fallocate (f->fd, pos, length);
+  if (e == EOPNOTSUPP || e == EINVAL) {
+    /* No fallocate here (some file systems): write the zeroes. */
+    zero_by_hand = true;
+    e = 0;
+  }
+  if (e) {
+    bmerr_set (err, e, "%s: cannot allocate %" PRIu64 " bytes: %s",
+               f->path, length, strerror (e));
+    return -1;
+  }
+  if (zero_by_hand) {
+    static const char zero[BMF_ALIGN];
+    uint64_t o;
+    for (o = 0; o < length; o += BMF_ALIGN)
+      if (pwrite (f->fd, zero, BMF_ALIGN, pos + o) != BMF_ALIGN) {
+        bmerr_set (err, errno, "%s: write: %s", f->path, strerror (errno));
+        return -1;
+      }
+  }
+  *offset = pos;
+  return 0;
+}
+
+/* Map a data region of file f that the transaction has written or is
+ * reading.
+ */
+static int
+txn_map (struct bmf *f, uint64_t offset, uint64_t length, uint64_t nr_bits,
+         bool writable, struct bits *out, struct bmerr *err)
+{
+  memset (out, 0, sizeof *out);
+  out->nr_bits = nr_bits;
+  if (length == 0)
+    return 0;
+  if (bmf_map_region (f->fd, offset, length, writable, out) == -1) {
+    bmerr_set (err, errno, "%s: cannot map %" PRIu64 " bytes: %s",
+               f->path, length, strerror (errno));
+    return -1;
+  }
+  return 0;
+}
+
+/*----------------------------------------------------------------------
+ * The operations.
+ */
+
+static struct bmf_bitmap *
+need (struct bmf_txn *t, const char *name, struct bmerr *err)
+{
+  struct bmf_bitmap *bm = bmf_find (&t->st, name);
+
+  if (bm == NULL)
+    bmerr_set (err, ENOENT, "bitmap %s not found", name);
+  return bm;
+}
+
+static int
+need_consistent (struct bmf_txn *t, const struct bmf_bitmap *bm,
+                 struct bmerr *err)
+{
+  if (!(bm->flags & BMF_INCONSISTENT))
+    return 0;
+  bmerr_set (err, EINVAL, "bitmap %s is inconsistent: %s; remove it%s%s%s "
+             "and take a full backup", bm->name,
+             bmf_inconsistent_reason (t->f),
+             bmf_remove_hint ? " (" : "",
+             bmf_remove_hint ? bmf_remove_hint : "",
+             bmf_remove_hint ? ")" : "");
+  return -1;
+}
+
+int
+bmf_txn_add (struct bmf_txn *t, const char *name, unsigned gbits,
+             struct bmerr *err)
+{
+  struct bmf_bitmap *bms, bm = { .gbits = gbits, .flags = BMF_ENABLED };
+  const char *why;
+
+  if ((why = bmf_name_problem (name)) != NULL) {
+    bmerr_set (err, EINVAL, "bitmap name %s", why);
+    return -1;
+  }
+  if (gbits < BMF_MIN_GBITS || gbits > BMF_MAX_GBITS) {
+    bmerr_set (err, EINVAL, "granularity %s",
+               bmf_granularity_problem (0));
+    return -1;
+  }
+  if (bmf_find (&t->st, name)) {
+    bmerr_set (err, EEXIST, "bitmap %s already exists", name);
+    return -1;
+  }
+  if (t->st.nr_bitmaps >= BMF_MAX_BITMAPS) {
+    bmerr_set (err, ENOSPC, "too many bitmaps (the limit is %d)",
+               BMF_MAX_BITMAPS);
+    return -1;
+  }
+  if (!t->dry_run && t->st.sized) {
+    bm.data_length = bmf_data_length (t->st.disk_size, gbits);
+    if (alloc_region (t, bm.data_length, &bm.data_offset, err) == -1)
+      return -1;
+  }
+  bm.name = strdup (name);
+  bms = realloc (t->st.bitmaps, (t->st.nr_bitmaps + 1) * sizeof *bms);
+  if (bm.name == NULL || bms == NULL) {
+    bmerr_set (err, errno, "%s", strerror (errno));
+    free (bm.name);
+    if (bms)
+      t->st.bitmaps = bms;
+    return -1;
+  }
+  t->st.bitmaps = bms;
+  bms[t->st.nr_bitmaps++] = bm;
+  return 0;
+}
+
+int
+bmf_txn_remove (struct bmf_txn *t, const char *name, struct bmerr *err)
+{
+  struct bmf_bitmap *bm = need (t, name, err);
+  size_t i;
+
+  if (bm == NULL)
+    return -1;
+  i = bm - t->st.bitmaps;
+  free (bm->name);
+  memmove (&t->st.bitmaps[i], &t->st.bitmaps[i + 1],
+           (t->st.nr_bitmaps - i - 1) * sizeof *bm);
+  t->st.nr_bitmaps--;
+  return 0;
+}
+
+int
+bmf_txn_clear (struct bmf_txn *t, const char *name, struct bmerr *err)
+{
+  struct bmf_bitmap *bm = need (t, name, err);
+  uint64_t offset;
+
+  if (bm == NULL || need_consistent (t, bm, err) == -1)
+    return -1;
+  if (t->dry_run || bm->data_length == 0)
+    return 0;
+  if (alloc_region (t, bm->data_length, &offset, err) == -1)
+    return -1;
+  bm->data_offset = offset;
+  return 0;
+}
+
+int
+bmf_txn_enable (struct bmf_txn *t, const char *name, bool enable,
+                struct bmerr *err)
+{
+  struct bmf_bitmap *bm = need (t, name, err);
+
+  if (bm == NULL || need_consistent (t, bm, err) == -1)
+    return -1;
+  if (enable)
+    bm->flags |= BMF_ENABLED;
+  else
+    bm->flags &= ~BMF_ENABLED;
+  return 0;
+}
+
+int
+bmf_txn_resize (struct bmf_txn *t, uint64_t new_size, struct bmerr *err)
+{
+  const uint64_t old_size = t->st.disk_size;
+  const bool was_sized = t->st.sized;
+  size_t i;
+
+  if (was_sized && old_size == new_size)
+    return 0;
+  if (new_size > BMF_MAX_DISK_SIZE) {
+    bmerr_set (err, EINVAL, "disk size %" PRIu64 " is too large", new_size);
+    return -1;
+  }
+  for (i = 0; !t->dry_run && i < t->st.nr_bitmaps; ++i) {
+    struct bmf_bitmap *bm = &t->st.bitmaps[i];
+    uint64_t nbits = bmf_nr_bits (new_size, bm->gbits);
+    uint64_t len = bmf_data_length (new_size, bm->gbits), offset;
+    struct bits old, new;
+
+    if (alloc_region (t, len, &offset, err) == -1 ||
+        txn_map (t->f, offset, len, nbits, true, &new, err) == -1)
+      return -1;
+    if (len && was_sized && bm->data_length) {
+      uint64_t nwords = MIN (bits_nr_words (nbits),
+                             bits_nr_words (bmf_nr_bits (old_size,
+                                                         bm->gbits)));
+      if (txn_map (t->f, bm->data_offset, bm->data_length, 0, false,
+                   &old, err) == -1) {
+        bmf_unmap (&new);
+        return -1;
+      }
+      memcpy (new.words, old.words, nwords * 8);
+      bmf_unmap (&old);
+      /* Shrunk: bits past the new end go. */
+      if (nbits & 63)
+        new.words[nbits / 64] &= (UINT64_C (1) << (nbits & 63)) - 1;
+    }
+    /* Grown: every granule holding new bytes is dirty. */
+    if (was_sized && new_size > old_size)
+      bits_set_range (&new, old_size >> bm->gbits, nbits - 1);
+    bmf_unmap (&new);
+    bm->data_offset = offset;
+    bm->data_length = len;
+  }
+  t->st.disk_size = new_size;
+  t->st.sized = true;
+  return 0;
+}
+
+int
+bmf_txn_merge (struct bmf_txn *t, const char *dst, struct bmf *src_file,
+               const char *src, struct bmerr *err)
+{
+  const struct bmf_state *sst = src_file ? &src_file->st : &t->st;
+  struct bmf_bitmap *d, *s;
+  struct bits dbits, sbits;
+  uint64_t offset;
+  int r;
+
+  if ((d = need (t, dst, err)) == NULL || need_consistent (t, d, err) == -1)
+    return -1;
+  s = bmf_find (sst, src);
+  if (s == NULL) {
+    if (src_file)
+      bmerr_set (err, ENOENT, "bitmap %s not found in %s", src,
+                 src_file->path);
+    else
+      bmerr_set (err, ENOENT, "bitmap %s not found", src);
+    return -1;
+  }
+  if (need_consistent (t, s, err) == -1)
+    return -1;
+  if (src_file && sst->sized && t->st.sized &&
+      sst->disk_size != t->st.disk_size) {
+    bmerr_set (err, EINVAL, "bitmap %s in %s covers a disk of %" PRIu64
+               " bytes, but this disk is %" PRIu64 " bytes",
+               src, src_file->path, sst->disk_size, t->st.disk_size);
+    return -1;
+  }
+  if (t->dry_run || !sst->sized)
+    return 0;                   /* an unsized source has no bits */
+  /* This file has never seen its disk (and so no write): it takes
+   * the source's size, clean.
+   */
+  if (!t->st.sized) {
+    if (bmf_txn_resize (t, sst->disk_size, err) == -1)
+      return -1;
+    d = bmf_find (&t->st, dst);
+  }
+  if (d->data_length == 0)
+    return 0;
+
+  if (alloc_region (t, d->data_length, &offset, err) == -1 ||
+      txn_map (t->f, offset, d->data_length,
+               bmf_nr_bits (t->st.disk_size, d->gbits), true, &dbits,
+               err) == -1)
+    return -1;
+  r = txn_map (t->f, d->data_offset, d->data_length, 0, false, &sbits, err);
+  if (r == 0) {
+    memcpy (dbits.words, sbits.words, d->data_length);
+    bmf_unmap (&sbits);
+    r = txn_map (src_file ? src_file : t->f, s->data_offset,
+                 s->data_length, bmf_nr_bits (sst->disk_size, s->gbits),
+                 false, &sbits, err);
+  }
+  if (r == 0) {
+    bits_merge (&dbits, d->gbits, &sbits, s->gbits, t->st.disk_size);
+    bmf_unmap (&sbits);
+    d->data_offset = offset;
+  }
+  bmf_unmap (&dbits);
+  return r;
+}
+
+void
+bmf_txn_mark_enabled_inconsistent (struct bmf_txn *t)
+{
+  size_t i;
+
+  for (i = 0; i < t->st.nr_bitmaps; ++i)
+    if (t->st.bitmaps[i].flags & BMF_ENABLED)
+      t->st.bitmaps[i].flags |= BMF_INCONSISTENT;
+}
+
+void
+bmf_txn_set_open (struct bmf_txn *t, bool open, enum bmf_durability mode)
+{
+  t->st.open = open;
+  t->st.open_mode = open ? mode : 0;
+  memset (t->st.boot_id, 0, sizeof t->st.boot_id);
+  t->st.open_pid = 0;
+  if (open) {
+    bmf_boot_id (t->st.boot_id);
+    t->st.open_pid = getpid ();
+  }
+}
+
+void
+bmf_txn_set_disk_id (struct bmf_txn *t, const struct bmf_disk_id *id)
+{
+  t->st.has_disk_id = id != NULL;
+  memset (&t->st.disk_id, 0, sizeof t->st.disk_id);
+  if (id)
+    t->st.disk_id = *id;
+}
+
+/*----------------------------------------------------------------------
+ * Commit.
+ */
+
+static uint64_t
+end_of_regions (const struct bmf_state *st)
+{
+  uint64_t end = BMF_FIRST_REGION;
+  size_t i;
+
+  if (st->dir_length)
+    end = MAX (end, ROUND_UP (st->dir_offset + st->dir_length, BMF_ALIGN));
+  for (i = 0; i < st->nr_bitmaps; ++i)
+    if (st->bitmaps[i].data_length)
+      end = MAX (end, st->bitmaps[i].data_offset +
+                 st->bitmaps[i].data_length);
+  return end;
+}
+
+/* Write the directory of t->st, reusing the committed copy when the
+ * file holds it byte for byte.  Compare with the file, not with an
+ * encoding of f->st: opening a file can change f->st in memory (the
+ * marks of an unclean stop), and a header whose checksum describes
+ * bytes that are not there makes a file that no longer opens.
+ * Returns the checksum through *crc.
+ */
+static int
+write_dir (struct bmf_txn *t, uint32_t *crc, struct bmerr *err)
+{
+  struct bmf *f = t->f;
+  unsigned char *buf, *old = NULL;
+  size_t len;
+  int r = 0;
+
+  buf = bmf_encode_dir (&t->st, &len);
+  if (buf == NULL) {
+    bmerr_set (err, errno, "%s", strerror (errno));
+    return -1;
+  }
+  *crc = crc32c (buf, len);
+  t->st.dir_length = len;
+  t->st.dir_offset = 0;
+  if (len == 0)
+    goto out;
+  if (len == f->st.dir_length && (old = malloc (len)) != NULL &&
+      pread (f->fd, old, len, f->st.dir_offset) == (ssize_t) len &&
+      memcmp (buf, old, len) == 0) {
+    t->st.dir_offset = f->st.dir_offset;
+    goto out;
+  }
+  if (len > UINT32_MAX) {
+    bmerr_set (err, E2BIG, "%s: directory too large", f->path);
+    r = -1;
+    goto out;
+  }
+  r = alloc_region (t, ROUND_UP (len, BMF_ALIGN), &t->st.dir_offset, err);
+  if (r == 0 && pwrite (f->fd, buf, len, t->st.dir_offset) != (ssize_t) len) {
+    bmerr_set (err, errno ? errno : EIO, "%s: write directory: %s", f->path,
+               errno ? strerror (errno) : "short write");
+    r = -1;
+  }
+ out:
+  free (buf);
+  free (old);
+  return r;
+}
+
+int
+bmf_txn_commit (struct bmf_txn *t, struct bmerr *err)
+{
+  struct bmf *f = t->f;
+  unsigned char hdr[BMF_HEADER_SLOT];
+  uint32_t dir_crc = 0;
+  uint64_t end;
+  int slot = 1 - f->slot;
+  size_t i;
+
+  if (t->dry_run) {
+    bmerr_set (err, EINVAL, "%s: a dry run cannot be committed", f->path);
+    goto err;
+  }
+  if (f->st.seq >= BMF_MAX_SEQ) {
+    bmerr_set (err, EOVERFLOW, "%s: the header sequence number is at its "
+               "limit", f->path);
+    goto err;
+  }
+  if (write_dir (t, &dir_crc, err) == -1)
+    goto err;
+  t->st.seq = f->st.seq + 1;
+  t->st.file_length = end_of_regions (&t->st);
+  if (fdatasync (f->fd) == -1) {
+    bmerr_set (err, errno, "%s: fdatasync: %s", f->path, strerror (errno));
+    goto err;
+  }
+  bmf_encode_header (&t->st, dir_crc, hdr);
+  if (pwrite (f->fd, hdr, sizeof hdr, (off_t) slot * BMF_HEADER_SLOT)
+      != sizeof hdr || fdatasync (f->fd) == -1) {
+    /* The new header may be on disk, and a later commit goes to the
+     * same slot: until one succeeds, this header may be the current
+     * one after a crash.  Keep every byte it refers to: no truncation
+     * now, and no reuse by later transactions of this process.
+     */
+    bmerr_set (err, errno, "%s: write header: %s", f->path,
+               strerror (errno));
+    t->orig_size = UINT64_MAX;
+    if (t->st.dir_length)
+      bmf_reserve (f, t->st.dir_offset, t->st.dir_length);
+    for (i = 0; i < t->st.nr_bitmaps; ++i)
+      bmf_reserve (f, t->st.bitmaps[i].data_offset,
+                   t->st.bitmaps[i].data_length);
+    goto err;
+  }
+
+  bmf_state_free (&f->st);
+  f->st = t->st;
+  f->slot = slot;
+  bm_debug ("%s: committed seq %" PRIu64 " (%zu bitmaps)",
+            f->path, f->st.seq, f->st.nr_bitmaps);
+
+  /* Give back space past the last region still in use. */
+  end = f->st.file_length;
+  for (i = 0; i < f->nr_reserved; ++i)
+    end = MAX (end, f->reserved[i].offset + f->reserved[i].length);
+  if ((uint64_t) lseek (f->fd, 0, SEEK_END) > end &&
+      ftruncate (f->fd, end) == -1)
+    bm_debug ("%s: ftruncate: %m", f->path);
+  free (t);
+  return 0;
+
+ err:
+  bmf_txn_abort (t);
+  return -1;
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* txn.h: changing a bitmap file: transactions that commit atomically.
+ *
+ * Operations change a copy of the state; data regions are copied on
+ * write, so nothing the committed state refers to is touched until
+ * bmf_txn_commit switches the header.  An operation that fails returns
+ * -1 with the reason in err (without the file name, unless it is an
+ * I/O error); the transaction stays usable (it can be aborted, or the
+ * caller may go on without that operation).  A dry run checks the
+ * rules only and writes nothing.
+ */
+
+#ifndef DIRTYBITMAP_TXN_H
+#define DIRTYBITMAP_TXN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bmfile.h"
+#include "error.h"
+#include "format.h"
+
+struct bmf_txn;
+
+extern struct bmf_txn *bmf_txn_begin (struct bmf *f, bool dry_run,
+                                      struct bmerr *err);
+/* The state the transaction would commit. */
+extern const struct bmf_state *bmf_txn_state (const struct bmf_txn *t);
+extern struct bmf *bmf_txn_file (const struct bmf_txn *t);
+
+extern int bmf_txn_add (struct bmf_txn *t, const char *name, unsigned gbits,
+                        struct bmerr *err);
+extern int bmf_txn_remove (struct bmf_txn *t, const char *name,
+                           struct bmerr *err);
+extern int bmf_txn_clear (struct bmf_txn *t, const char *name,
+                          struct bmerr *err);
+extern int bmf_txn_enable (struct bmf_txn *t, const char *name, bool enable,
+                           struct bmerr *err);
+/* dst |= src; src_file is NULL for a bitmap of the same file. */
+extern int bmf_txn_merge (struct bmf_txn *t, const char *dst,
+                          struct bmf *src_file, const char *src,
+                          struct bmerr *err);
+/* Cover a disk of new_size bytes; when the size was known, the new
+ * area is dirty.
+ */
+extern int bmf_txn_resize (struct bmf_txn *t, uint64_t new_size,
+                           struct bmerr *err);
+/* Mark every enabled bitmap inconsistent (bits may have been lost). */
+extern void bmf_txn_mark_enabled_inconsistent (struct bmf_txn *t);
+extern void bmf_txn_set_open (struct bmf_txn *t, bool open,
+                              enum bmf_durability mode);
+/* Record (or, with NULL, forget) the disk's identity. */
+extern void bmf_txn_set_disk_id (struct bmf_txn *t,
+                                 const struct bmf_disk_id *id);
+
+/* Commit and free t.  On error the file keeps its previous state. */
+extern int bmf_txn_commit (struct bmf_txn *t, struct bmerr *err);
+extern void bmf_txn_abort (struct bmf_txn *t);
+
+#endif /* DIRTYBITMAP_TXN_H */
