@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* dirtybitmap.c: the nbdkit filter: parameters, lifecycle and
- * callbacks.  Every pwrite, zero and trim sets the bits of the
- * granules it touches in every recording bitmap before it is passed
- * down (store.c); extents are answered from bitmap= (extents.c).
- * See nbdkit-dirtybitmap-filter(1).
+/* dirtybitmap.c: the nbdkit filter's glue: parameters, lifecycle and
+ * callbacks, each delegating to the engine.  Every pwrite, zero and
+ * trim sets the bits of the granules it touches in every recording
+ * bitmap before it is passed down (tracker.c); extents are answered
+ * from the connection's bitmap (extents.c); every data request is
+ * counted in flight (inflight.c) so that bitmap changes can cut
+ * through the writes exactly (store.c).  See
+ * nbdkit-dirtybitmap-filter(1).
  */
 
 #include <config.h>
@@ -14,16 +17,18 @@
 #include <stdint.h>
 #include <string.h>
 #include <errno.h>
-#include <pthread.h>
 #include <sys/stat.h>
 
 #include <nbdkit-filter.h>
 
 #include "actions.h"
-#include "bmfile.h"
+#include "cmdline.h"
+#include "durability.h"
 #include "extents.h"
+#include "inflight.h"
 #include "msg.h"
 #include "store.h"
+#include "tracker.h"
 #include "util.h"
 
 /* -D dirtybitmap.verbose=1: trace the write path. */
@@ -37,15 +42,11 @@ static bool granularity_given;
 static char *bitmap_file;               /* bitmap-file=, absolute */
 static char *merge_file;                /* merge-file=, absolute */
 static const char *plugin_file;         /* the plugin's file= */
+static char *disk_file;                 /* its real path, if a regular file */
+static mode_t disk_mode = 0600;         /* its permission bits */
 static enum extents_mode extents_mode = EXTENTS_DEFAULT;
 static enum bmf_durability durability = BMF_FLUSH;
-
-/* Index of bitmap= in the current set, or -1: extents pass through. */
-static int selected = -1;
-
-/* The export name of the first connection; all must use it. */
-static pthread_mutex_t export_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *export_name;
+static const char *export_name = "";    /* export=: the tracked export */
 
 /* lib/ reports through these. */
 void
@@ -82,8 +83,12 @@ dirtybitmap_unload (void)
   free (actions);
   free (bitmap_file);
   free (merge_file);
-  free (export_name);
+  free (disk_file);
 }
+
+/*----------------------------------------------------------------------
+ * Parameters.
+ */
 
 static int
 parse_action (const char *value)
@@ -110,10 +115,9 @@ parse_granularity (const char *value)
 {
   int64_t r = nbdkit_parse_size (value);
 
-  if (r == -1 || r < 512 || r > (INT64_C (1) << BMF_MAX_GBITS) ||
-      !is_power_of_2 (r)) {
-    nbdkit_error ("dirtybitmap: granularity=%s: must be a power of 2 "
-                  "from 512 to 2G", value);
+  if (r == -1 || bmf_granularity_problem (r) != NULL) {
+    nbdkit_error ("dirtybitmap: granularity=%s: %s", value,
+                  bmf_granularity_problem (0));
     return -1;
   }
   gbits = log_2 (r);
@@ -122,18 +126,38 @@ parse_granularity (const char *value)
 }
 
 static int
+parse_choice (const char *key, const char *value,
+              const char *const *names, int *out)
+{
+  int i;
+
+  for (i = 0; names[i]; ++i)
+    if (strcmp (value, names[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  nbdkit_error ("dirtybitmap: %s=%s: must be %s or %s", key, value,
+                names[0], names[1]);
+  return -1;
+}
+
+static int
 dirtybitmap_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
                     const char *key, const char *value)
 {
+  static const char *const extents_names[] =
+    { "bitmap", "passthrough", NULL };
+  static const char *const durability_names[] = { "flush", "strict", NULL };
+  int i;
+
   if (strcmp (key, "bitmap") == 0) {
-    size_t len = strlen (value);
+    const char *why = bmf_name_problem (value);
     if (bitmap) {
       nbdkit_error ("dirtybitmap: bitmap= given more than once");
       return -1;
     }
-    if (len == 0 || len > BMF_MAX_NAME) {
-      nbdkit_error ("dirtybitmap: bitmap=: the name must be 1 to %d bytes",
-                    BMF_MAX_NAME);
+    if (why) {
+      nbdkit_error ("dirtybitmap: bitmap=: the name %s", why);
       return -1;
     }
     bitmap = value;
@@ -154,27 +178,19 @@ dirtybitmap_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     return merge_file ? 0 : -1;
   }
   else if (strcmp (key, "extents") == 0) {
-    if (strcmp (value, "bitmap") == 0)
-      extents_mode = EXTENTS_BITMAP;
-    else if (strcmp (value, "passthrough") == 0)
-      extents_mode = EXTENTS_PASSTHROUGH;
-    else {
-      nbdkit_error ("dirtybitmap: extents=%s: must be bitmap or "
-                    "passthrough", value);
+    if (parse_choice (key, value, extents_names, &i) == -1)
       return -1;
-    }
+    extents_mode = i == 0 ? EXTENTS_BITMAP : EXTENTS_PASSTHROUGH;
     return 0;
   }
   else if (strcmp (key, "durability") == 0) {
-    if (strcmp (value, "flush") == 0)
-      durability = BMF_FLUSH;
-    else if (strcmp (value, "strict") == 0)
-      durability = BMF_STRICT;
-    else {
-      nbdkit_error ("dirtybitmap: durability=%s: must be flush or strict",
-                    value);
+    if (parse_choice (key, value, durability_names, &i) == -1)
       return -1;
-    }
+    durability = i == 0 ? BMF_FLUSH : BMF_STRICT;
+    return 0;
+  }
+  else if (strcmp (key, "export") == 0) {
+    export_name = value;
     return 0;
   }
   else if (strcmp (key, "file") == 0) {
@@ -196,17 +212,30 @@ have_action (enum act_kind kind)
   return false;
 }
 
-/* FILE.bitmaps next to the plugin's file=FILE, if it is a regular
- * file.
+/* The plugin's file=FILE, if it is a regular file: the bitmaps persist
+ * next to it by default, new bitmap files get its permission bits, and
+ * its identity tells writes made without the filter.
  */
-static int
-default_bitmap_file (void)
+static void
+find_disk_file (void)
 {
   struct stat sb;
   char *rp;
 
-  if (plugin_file == NULL || (rp = nbdkit_realpath (plugin_file)) == NULL ||
-      stat (rp, &sb) == -1 || !S_ISREG (sb.st_mode)) {
+  if (plugin_file == NULL || (rp = nbdkit_realpath (plugin_file)) == NULL)
+    return;
+  if (stat (rp, &sb) == 0 && S_ISREG (sb.st_mode)) {
+    disk_file = rp;
+    disk_mode = sb.st_mode & 0666;
+  }
+  else
+    free (rp);
+}
+
+static int
+default_bitmap_file (void)
+{
+  if (disk_file == NULL) {
     if (plugin_file)
       nbdkit_error ("dirtybitmap: file=%s is not a regular file, so there "
                     "is no default place for the bitmaps: give "
@@ -216,18 +245,20 @@ default_bitmap_file (void)
                     "the bitmaps next to: give bitmap-file=PATH");
     return -1;
   }
-  if (asprintf (&bitmap_file, "%s.bitmaps", rp) == -1) {
+  if (asprintf (&bitmap_file, "%s.bitmaps", disk_file) == -1) {
     nbdkit_error ("dirtybitmap: asprintf: %m");
     bitmap_file = NULL;
+    return -1;
   }
-  free (rp);
-  return bitmap_file ? 0 : -1;
+  return 0;
 }
 
 static int
 dirtybitmap_config_complete (nbdkit_next_config_complete *next,
                              nbdkit_backend *nxdata)
 {
+  size_t i;
+
   if (nr_actions > 0 && bitmap == NULL) {
     nbdkit_error ("dirtybitmap: action= needs bitmap=NAME: the bitmap "
                   "to act on");
@@ -247,8 +278,13 @@ dirtybitmap_config_complete (nbdkit_next_config_complete *next,
     nbdkit_error ("dirtybitmap: extents=bitmap needs bitmap=NAME");
     return -1;
   }
+  find_disk_file ();
   if (bitmap_file == NULL && default_bitmap_file () == -1)
     return -1;
+  for (i = 0; i < nr_actions; ++i) {
+    actions[i].bitmap = bitmap;
+    actions[i].gbits = gbits;
+  }
   return next (nxdata);
 }
 
@@ -260,7 +296,12 @@ dirtybitmap_config_complete (nbdkit_next_config_complete *next,
   "bitmap-file=PATH         Where bitmaps persist (default FILE.bitmaps).\n" \
   "merge-file=PATH          Take merge sources from this bitmap file.\n" \
   "extents=bitmap|passthrough  Answer extents from bitmap= or from below.\n" \
-  "durability=flush|strict  When bits reach stable storage (default flush)."
+  "durability=flush|strict  When bits reach stable storage (default flush).\n" \
+  "export=NAME              The export the bitmaps track (default \"\")."
+
+/*----------------------------------------------------------------------
+ * Lifecycle.
+ */
 
 /* Open and lock the bitmap file and apply the actions: before
  * nbdkit forks, so that errors reach the user and nbdkit exits.
@@ -268,14 +309,19 @@ dirtybitmap_config_complete (nbdkit_next_config_complete *next,
 static int
 dirtybitmap_get_ready (int thread_model)
 {
+  /* With actions, even a read-only server writes the file, once. */
+  const bool readonly = nbdkit_started_readonly () && nr_actions == 0;
   const struct store_config cfg = {
     .path = bitmap_file, .bitmap = bitmap,
-    .actions = actions, .nr_actions = nr_actions, .gbits = gbits,
+    .actions = actions, .nr_actions = nr_actions,
     .merge_file = merge_file, .durability = durability,
-    .extents = extents_mode,
+    .extents = extents_mode, .readonly = readonly,
+    .disk_file = disk_file,
+    /* Never world-writable (bmf_create), never more open than the disk. */
+    .create_mode = disk_mode,
   };
 
-  return store_open (&cfg, &selected);
+  return store_open (&cfg);
 }
 
 static void
@@ -284,30 +330,67 @@ dirtybitmap_cleanup (nbdkit_backend *backend)
   store_close ();
 }
 
-/* One bitmap file describes one disk: refuse a second export name. */
+/*----------------------------------------------------------------------
+ * Connections.
+ */
+
+struct handle {
+  char *bitmap;                 /* answers block status; NULL: below does */
+};
+
+static const char *
+dirtybitmap_default_export (nbdkit_next_default_export *next,
+                            nbdkit_backend *nxdata, int readonly,
+                            int is_tls)
+{
+  return export_name;
+}
+
+static int
+dirtybitmap_list_exports (nbdkit_next_list_exports *next,
+                          nbdkit_backend *nxdata, int readonly,
+                          int is_tls, struct nbdkit_exports *exports)
+{
+  return nbdkit_add_export (exports, export_name, NULL);
+}
+
+/* One bitmap file describes one disk: the export named by export=
+ * ("" asks for the default, which is the same).  Any other name is
+ * refused before anything is touched.
+ */
 static void *
 dirtybitmap_open (nbdkit_next_open *next, nbdkit_context *nxdata,
                   int readonly, const char *exportname, int is_tls)
 {
-  {
-    SCOPED_LOCK (&export_lock);
-    if (export_name == NULL) {
-      export_name = strdup (exportname);
-      if (export_name == NULL) {
-        nbdkit_error ("dirtybitmap: strdup: %m");
-        return NULL;
-      }
-    }
-    else if (strcmp (export_name, exportname) != 0) {
-      nbdkit_error ("dirtybitmap: export \"%s\" refused: the bitmaps in %s "
-                    "track export \"%s\" (one bitmap file describes one "
-                    "disk)", exportname, bitmap_file, export_name);
-      return NULL;
-    }
-  }
-  if (next (nxdata, readonly, exportname) == -1)
+  struct handle *h;
+
+  if (exportname[0] != '\0' && strcmp (exportname, export_name) != 0) {
+    nbdkit_error ("dirtybitmap: export \"%s\" refused: the bitmaps in %s "
+                  "track export \"%s\" (export=)", exportname, bitmap_file,
+                  export_name);
     return NULL;
-  return NBDKIT_HANDLE_NOT_NEEDED;
+  }
+  if (next (nxdata, readonly, export_name) == -1)
+    return NULL;
+  h = calloc (1, sizeof *h);
+  if (h == NULL) {
+    nbdkit_error ("dirtybitmap: calloc: %m");
+    return NULL;
+  }
+  if (store_connect (&h->bitmap) == -1) {
+    free (h);
+    return NULL;
+  }
+  return h;
+}
+
+static void
+dirtybitmap_close (void *handle)
+{
+  struct handle *h = handle;
+
+  store_disconnect (h->bitmap);
+  free (h);
 }
 
 /* The disk size is known per connection: make the bitmaps cover it. */
@@ -324,11 +407,28 @@ dirtybitmap_prepare (nbdkit_next *next, void *handle, int readonly)
 static int
 dirtybitmap_can_extents (nbdkit_next *next, void *handle)
 {
+  struct handle *h = handle;
   int r = next->can_extents (next);
 
   if (r == -1)
     return -1;
-  return selected >= 0 ? 1 : r;
+  return h->bitmap ? 1 : r;
+}
+
+/*----------------------------------------------------------------------
+ * Data.  Every request is counted in flight for its whole life.
+ */
+
+static int
+dirtybitmap_pread (nbdkit_next *next, void *handle,
+                   void *buf, uint32_t count, uint64_t offset,
+                   uint32_t flags, int *err)
+{
+  unsigned token = inflight_enter ();
+  int r = next->pread (next, buf, count, offset, flags, err);
+
+  inflight_exit (token);
+  return r;
 }
 
 static int
@@ -336,27 +436,39 @@ dirtybitmap_pwrite (nbdkit_next *next, void *handle,
                     const void *buf, uint32_t count, uint64_t offset,
                     uint32_t flags, int *err)
 {
-  if (store_track (offset, count, flags & NBDKIT_FLAG_FUA, err) == -1)
-    return -1;
-  return next->pwrite (next, buf, count, offset, flags, err);
+  unsigned token = inflight_enter ();
+  int r = tracker_track (offset, count, flags & NBDKIT_FLAG_FUA, err);
+
+  if (r == 0)
+    r = next->pwrite (next, buf, count, offset, flags, err);
+  inflight_exit (token);
+  return r;
 }
 
 static int
 dirtybitmap_zero (nbdkit_next *next, void *handle,
                   uint32_t count, uint64_t offset, uint32_t flags, int *err)
 {
-  if (store_track (offset, count, flags & NBDKIT_FLAG_FUA, err) == -1)
-    return -1;
-  return next->zero (next, count, offset, flags, err);
+  unsigned token = inflight_enter ();
+  int r = tracker_track (offset, count, flags & NBDKIT_FLAG_FUA, err);
+
+  if (r == 0)
+    r = next->zero (next, count, offset, flags, err);
+  inflight_exit (token);
+  return r;
 }
 
 static int
 dirtybitmap_trim (nbdkit_next *next, void *handle,
                   uint32_t count, uint64_t offset, uint32_t flags, int *err)
 {
-  if (store_track (offset, count, flags & NBDKIT_FLAG_FUA, err) == -1)
-    return -1;
-  return next->trim (next, count, offset, flags, err);
+  unsigned token = inflight_enter ();
+  int r = tracker_track (offset, count, flags & NBDKIT_FLAG_FUA, err);
+
+  if (r == 0)
+    r = next->trim (next, count, offset, flags, err);
+  inflight_exit (token);
+  return r;
 }
 
 /* Bits first: after a flush, every completed write's bits are on
@@ -366,9 +478,17 @@ static int
 dirtybitmap_flush (nbdkit_next *next, void *handle, uint32_t flags,
                    int *err)
 {
-  if (store_flush (err) == -1)
-    return -1;
-  return next->flush (next, flags, err);
+  unsigned token = inflight_enter ();
+  int r = dur_sync_to (dur_requested ());
+
+  if (r == -1) {
+    nbdkit_error ("dirtybitmap: the bitmaps cannot be made durable");
+    *err = EIO;
+  }
+  else
+    r = next->flush (next, flags, err);
+  inflight_exit (token);
+  return r;
 }
 
 static int
@@ -376,13 +496,37 @@ dirtybitmap_extents (nbdkit_next *next, void *handle,
                      uint32_t count, uint64_t offset, uint32_t flags,
                      struct nbdkit_extents *extents, int *err)
 {
+  struct handle *h = handle;
   const struct bitmap_set *s;
+  const struct live_bitmap *lb;
+  unsigned token;
+  int r;
 
-  if (selected < 0)
+  if (h->bitmap == NULL)
     return next->extents (next, count, offset, flags, extents, err);
-  s = store_current ();
-  return bitmap_extents (next, s, &s->bm[selected], count, offset, flags,
-                         extents, err);
+  token = inflight_enter ();
+  s = tracker_current ();
+  lb = set_find (s, h->bitmap);
+  if (lb == NULL) {
+    nbdkit_error ("dirtybitmap: bitmap %s no longer exists", h->bitmap);
+    *err = EIO;
+    r = -1;
+  }
+  else
+    r = bitmap_extents (next, s, lb, count, offset, flags, extents, err);
+  inflight_exit (token);
+  return r;
+}
+
+static int
+dirtybitmap_cache (nbdkit_next *next, void *handle,
+                   uint32_t count, uint64_t offset, uint32_t flags, int *err)
+{
+  unsigned token = inflight_enter ();
+  int r = next->cache (next, count, offset, flags, err);
+
+  inflight_exit (token);
+  return r;
 }
 
 static struct nbdkit_filter filter = {
@@ -394,14 +538,19 @@ static struct nbdkit_filter filter = {
   .config_help       = dirtybitmap_config_help,
   .get_ready         = dirtybitmap_get_ready,
   .cleanup           = dirtybitmap_cleanup,
+  .default_export    = dirtybitmap_default_export,
+  .list_exports      = dirtybitmap_list_exports,
   .open              = dirtybitmap_open,
+  .close             = dirtybitmap_close,
   .prepare           = dirtybitmap_prepare,
   .can_extents       = dirtybitmap_can_extents,
+  .pread             = dirtybitmap_pread,
   .pwrite            = dirtybitmap_pwrite,
   .zero              = dirtybitmap_zero,
   .trim              = dirtybitmap_trim,
   .flush             = dirtybitmap_flush,
   .extents           = dirtybitmap_extents,
+  .cache             = dirtybitmap_cache,
 };
 
 NBDKIT_REGISTER_FILTER (filter)

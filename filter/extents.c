@@ -7,8 +7,8 @@
  * (type 2): changed, and now zero.  Clean is never reported as zero,
  * so every dirty range shows as data or zero in nbdinfo --map.
  *
- * Runs are found with bits_next_set/bits_next_clear, which skip clean
- * areas through the summary, so the cost grows with the number of
+ * Runs are found with bits_run, which skips clean areas through the
+ * summary, so the cost grows with the number of
  * dirty runs in the request, not its length.  The last clean run may
  * reach up to 4G past the request: nbdkit sends the extents up to the
  * first one that ends past the request, each cut to UINT32_MAX bytes,
@@ -123,6 +123,7 @@ bitmap_extents (nbdkit_next *next, const struct bitmap_set *s,
 
   while (r == 0 && pos < end) {
     uint64_t g0 = pos >> g, run_end;
+    bool dirty;
 
     if (pos >= size || g0 >= b->nr_bits) {
       /* Past the bitmap (the disk shrank for another connection):
@@ -134,7 +135,7 @@ bitmap_extents (nbdkit_next *next, const struct bitmap_set *s,
     }
     if (!bits_test (b, g0)) {
       uint64_t limit = ((far - 1) >> g) + 1;
-      run_end = MIN (bits_next_set (b, g0, limit) << g, size);
+      run_end = MIN (bits_run (b, g0, limit, &dirty) << g, size);
       if ((r = nbdkit_add_extent (extents, pos, run_end - pos,
                                   NBDKIT_EXTENT_HOLE)) == -1)
         *err = errno;
@@ -145,7 +146,7 @@ bitmap_extents (nbdkit_next *next, const struct bitmap_set *s,
        */
       uint64_t stop = bl.can ? MIN (size, end) : far;
       uint64_t limit = ((stop - 1) >> g) + 1;
-      run_end = MIN (bits_next_clear (b, g0, limit) << g, stop);
+      run_end = MIN (bits_run (b, g0, limit, &dirty) << g, stop);
       r = add_dirty (next, &bl, pos, run_end, MIN (size, end), flags,
                      extents, err);
     }

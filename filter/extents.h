@@ -8,7 +8,7 @@
 
 #include <nbdkit-filter.h>
 
-#include "store.h"
+#include "tracker.h"
 
 extern int bitmap_extents (nbdkit_next *next, const struct bitmap_set *s,
                            const struct live_bitmap *lb,

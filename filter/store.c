@@ -1,40 +1,38 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* store.c: the filter's live bitmaps: the write path, group commit,
- * resizing, and the lifecycle of the bitmap file.
+/* store.c: the bitmap file of a running filter (see store.h): its
+ * lifecycle, and every change to it while the disk is served.
  *
- * Write path.  A request dirties granules [offset >> g, (offset +
- * count - 1) >> g] of every recording bitmap.  If all those bits are
- * already set (the common case once a disk has been written), the
- * test is a few atomic loads: no lock, no system call.  The test reads
- * one view per granularity (struct fast_view), whose bits are set only
- * where every recording bitmap of that granularity is dirty, so its
- * cost does not grow with the number of bitmaps.  Otherwise,
- * under `lock`: take a ticket (++requested), set the bits in the
- * shared mapping; the bits are then in the page cache and survive
- * kill -9.  Only then does the request go down.
+ * Locks, always taken in this order: `meta_lock` (the file's
+ * metadata: transactions, commits, what is reserved), then the
+ * tracker's bits lock (setting bits, publishing sets).  Neither is
+ * held while waiting for requests in flight (inflight.h), since a
+ * request may need them to finish: its first write records the open
+ * (meta_lock), a failed sync marks the bitmaps (meta_lock).
  *
- * Durability.  `synced` is the highest ticket known to be on stable
- * storage.  A flush or a FUA write waits until synced reaches
- * `requested`: because a ticket is taken before its bits are set, a
- * request that found its bits set lock-free is covered.  One waiter
- * runs fdatasync for all the tickets taken so far while the others
- * wait on `cond` (group commit).
+ * A transaction while serving (store_transaction, store_resize) is a
+ * cut through the writes:
  *
- * With durability=strict the views hold only bits known to be synced,
- * so a request whose granules are durably dirty never waits; any
- * other takes a ticket, sets its bits, waits for the group commit
- * covering its ticket, then sets them in the views.
+ *   1. under both locks: check and apply the actions to a transaction
+ *      (data is copied here, so no bit can be set meanwhile), build
+ *      the transitional set, which records into both the old and the
+ *      new regions (tracker.c, ghosts), and publish it: the cut;
+ *   2. commit the file (two fdatasyncs), writes going on;
+ *   3. build the final set and publish it (in strict mode, once the
+ *      bits in its views are durable);
+ *   4. wait for a grace period: every request that may still use the
+ *      old or the transitional set has finished, in particular every
+ *      write that saw the old set.  Only then does the caller reply.
  *
- * The file records "open by this boot, in this mode" at the first
- * bit this run sets, not at startup: a run that writes nothing (a
- * backup reading through -r) leaves nothing to distrust if the machine
- * then dies.
+ * So a write completed before the reply is in the bitmaps as they
+ * were before (it used the old set, or the transitional one, which
+ * records both); one started after the reply is in them as they are
+ * after; and a crash at any point finds every write in the state the
+ * file then holds.
  *
- * Resizing.  When a connection finds the disk size changed, the
- * bitmaps are copied into new regions of the new size under `lock`,
- * so no bit can be set meanwhile, committed, and the new set
- * published.  The old set stays mapped (late lock-free readers) and
- * its regions reserved until exit.
+ * A commit that fails while serving leaves the file in doubt (its
+ * header may be current after a crash): the transitional set stays,
+ * recording into both, and every enabled bitmap is marked
+ * inconsistent (best effort): nothing is trusted after it.
  */
 
 #include <config.h>
@@ -47,586 +45,819 @@
 #include <errno.h>
 #include <pthread.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <nbdkit-filter.h>
 
+#include "durability.h"
+#include "inflight.h"
 #include "store.h"
+#include "tracker.h"
+#include "txn.h"
 #include "util.h"
 
-extern int dirtybitmap_debug_verbose;
-
 static struct bmf *file;
-static enum bmf_durability durability;
-static struct bitmap_set *current;
-
-/* Protects setting bits, `syncing`, resizing and the file's
- * metadata.  Never taken for a request whose granules are all dirty
- * (and, in strict mode, synced).
+static bool readonly;
+static const char *disk_file;
+/* Recursive: a sync that fails while a transaction holds it marks the
+ * bitmaps from the same thread (sync_failed).
  */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
-static uint64_t requested;      /* tickets taken (atomic) */
-static uint64_t synced;         /* tickets on stable storage (atomic) */
-static bool syncing;            /* a thread is in fdatasync */
-static bool failed;             /* fdatasync failed: bits may be lost */
-static bool open_recorded;      /* the file says a run is writing it */
+static pthread_mutex_t meta_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static bool open_recorded;      /* meta_lock: the file says a run writes */
+static bool failed;             /* meta_lock: a sync or commit failed */
 
-struct bitmap_set *
-store_current (void)
+/* The bitmap that answers block status for new connections, and the
+ * bitmaps that connections hold, with how many hold each.
+ */
+static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *selected;
+static struct pin { char *name; unsigned count; } *pins;
+static size_t nr_pins;
+
+/*----------------------------------------------------------------------
+ * Failures.
+ */
+
+/* Nothing can be trusted any more: say so in the file, so that neither
+ * a crash nor the next start can take the bitmaps for sound (the close
+ * marks them again, in case this commit fails too on a failing disk).
+ * Called with meta_lock held.
+ */
+static void
+condemn_locked (const char *why)
 {
-  return __atomic_load_n (&current, __ATOMIC_ACQUIRE);
+  struct bmerr err;
+  struct bmf_txn *t;
+
+  if (failed)
+    return;
+  failed = true;
+  nbdkit_error ("dirtybitmap: %s: %s: every enabled bitmap is now "
+                "inconsistent: take a full backup", bmf_path (file), why);
+  t = bmf_txn_begin (file, false, &err);
+  if (t) {
+    bmf_txn_mark_enabled_inconsistent (t);
+    if (bmf_txn_commit (t, &err) == 0)
+      return;
+  }
+  nbdkit_error ("dirtybitmap: %s", err.msg);
 }
 
 static void
-free_set (struct bitmap_set *s)
+sync_failed (void)
 {
-  size_t i;
-
-  while (s) {
-    struct bitmap_set *older = s->older;
-    for (i = 0; i < s->nr; ++i) {
-      bmf_unmap (&s->bm[i].bits);
-      free ((char *) s->bm[i].name);
-    }
-    for (i = 0; i < s->nr_views; ++i)
-      if (s->views[i].owned)
-        free (s->views[i].bits.words);
-    free (s->views);
-    free (s->bm);
-    free (s->recording);
-    free (s);
-    s = older;
-  }
+  pthread_mutex_lock (&meta_lock);
+  condemn_locked ("a sync of the bitmaps failed");
+  pthread_mutex_unlock (&meta_lock);
 }
 
-/* Build the views of the recording bitmaps: one per granularity (and
- * size), the AND of its members.  In strict mode they start as the
- * mapped bits too: build_set runs just before a commit, whose
- * fdatasync makes them durable, and the set is used only after it.
+/* Before the first bit of this run is set: record in the file that
+ * it is open, by which boot and in which mode (for reboot detection),
+ * and that the disk's identity at the last clean stop no longer holds.
  */
 static int
-build_views (struct bitmap_set *s)
+first_write (void)
 {
-  size_t i, j;
+  struct bmerr err;
+  struct bmf_txn *t;
+  int r = 0;
 
-  s->views = calloc (MAX (s->nr_recording, 1), sizeof *s->views);
-  if (s->views == NULL)
-    goto fail;
-  for (i = 0; i < s->nr_recording; ++i) {
-    const struct live_bitmap *lb = s->recording[i];
-    struct fast_view *v;
-    uint64_t w, n = bits_nr_words (lb->bits.nr_bits);
-
-    for (j = 0; j < s->nr_views; ++j)
-      if (s->views[j].gbits == lb->gbits &&
-          s->views[j].bits.nr_bits == lb->bits.nr_bits)
-        break;
-    v = &s->views[j];
-    if (j == s->nr_views) {
-      /* The first member: its own bits, until a second one comes or
-       * strict mode needs a copy.
-       */
-      s->nr_views++;
-      v->gbits = lb->gbits;
-      v->bits.nr_bits = lb->bits.nr_bits;
-      v->bits.words = lb->bits.words;
-      v->owned = false;
-      if (durability != BMF_STRICT || n == 0)
-        continue;
+  pthread_mutex_lock (&meta_lock);
+  if (!open_recorded) {
+    t = bmf_txn_begin (file, false, &err);
+    if (t) {
+      bmf_txn_set_open (t, true, dur_mode ());
+      bmf_txn_set_disk_id (t, NULL);
     }
-    if (n == 0)
-      continue;
-    if (!v->owned) {
-      uint64_t *copy = malloc (n * sizeof *copy);
-      if (copy == NULL)
-        goto fail;
-      memcpy (copy, v->bits.words, n * sizeof *copy);
-      v->bits.words = copy;
-      v->owned = true;
+    if (t == NULL || bmf_txn_commit (t, &err) == -1) {
+      nbdkit_error ("dirtybitmap: %s", err.msg);
+      condemn_locked ("recording that the file is in use failed");
+      r = -1;
     }
-    for (w = 0; w < n; ++w)
-      v->bits.words[w] &= lb->bits.words[w];
+    else
+      open_recorded = true;
   }
+  pthread_mutex_unlock (&meta_lock);
+  return r;
+}
+
+/*----------------------------------------------------------------------
+ * The disk's identity: outside writes.
+ */
+
+static int
+disk_id_now (struct bmf_disk_id *id)
+{
+  struct stat sb;
+
+  if (disk_file == NULL || stat (disk_file, &sb) == -1)
+    return -1;
+  *id = (struct bmf_disk_id) {
+    .dev = sb.st_dev, .ino = sb.st_ino, .size = sb.st_size,
+    .mtime_ns = sb.st_mtim.tv_sec * INT64_C (1000000000) +
+                sb.st_mtim.tv_nsec,
+  };
   return 0;
-
- fail:
-  nbdkit_error ("dirtybitmap: cannot allocate the bitmap views: %m");
-  return -1;
 }
 
-/* Map every bitmap of st writable and build its summary. */
-static struct bitmap_set *
-build_set (const struct bmf_state *st)
+/* Compared by size and modification time only: a reboot may change
+ * the device number, and a copy that keeps the time (cp -p, rsync -t)
+ * of a disk moved with its bitmap file is the same disk.
+ */
+static bool
+same_disk (const struct bmf_disk_id *a, const struct bmf_disk_id *b)
 {
-  struct bitmap_set *s = calloc (1, sizeof *s);
-  size_t i;
-
-  if (s == NULL ||
-      (s->bm = calloc (MAX (st->nr_bitmaps, 1), sizeof *s->bm)) == NULL ||
-      (s->recording = calloc (MAX (st->nr_bitmaps, 1),
-                              sizeof *s->recording)) == NULL) {
-    nbdkit_error ("dirtybitmap: calloc: %m");
-    free_set (s);
-    return NULL;
-  }
-  s->sized = st->sized;
-  s->disk_size = st->disk_size;
-  for (i = 0; i < st->nr_bitmaps; ++i) {
-    const struct bmf_bitmap *b = &st->bitmaps[i];
-    struct live_bitmap *lb = &s->bm[i];
-
-    s->nr++;
-    lb->gbits = b->gbits;
-    lb->recording = (b->flags & BMF_ENABLED) &&
-      !(b->flags & BMF_INCONSISTENT);
-    lb->name = strdup (b->name);
-    if (lb->name == NULL ||
-        bmf_map (file, st, b, true, &lb->bits) == -1 ||
-        (lb->bits.words && bits_build_summary (&lb->bits) == -1)) {
-      if (lb->name == NULL || errno == ENOMEM)
-        nbdkit_error ("dirtybitmap: bitmap %s: %m", b->name);
-      free_set (s);
-      return NULL;
-    }
-    if (lb->recording)
-      s->recording[s->nr_recording++] = lb;
-  }
-  if (build_views (s) == -1) {
-    free_set (s);
-    return NULL;
-  }
-  return s;
+  return a->size == b->size && a->mtime_ns == b->mtime_ns;
 }
 
-/* Which bitmap answers extents, or -1 to pass them through; refuses
+/* Whether the disk was written since the last clean stop, when the
+ * file recorded its identity: then *now is what it is now.
+ */
+static bool
+written_outside (struct bmf_disk_id *now)
+{
+  const struct bmf_state *st = bmf_state (file);
+
+  if (!st->has_disk_id || disk_id_now (now) == -1 ||
+      same_disk (&st->disk_id, now))
+    return false;
+  return true;
+}
+
+/*----------------------------------------------------------------------
+ * Opening and closing.
+ */
+
+/* Which bitmap answers extents, NULL to pass them through; -1 refuses
  * what the contract forbids.
  */
 static int
-select_bitmap (const struct store_config *cfg, const struct bmf_state *st)
+initial_selection (const struct store_config *cfg,
+                   const struct bmf_state *st, const char **name)
 {
   const struct bmf_bitmap *bm;
 
+  *name = NULL;
   if (cfg->bitmap == NULL || cfg->extents == EXTENTS_PASSTHROUGH)
-    return -1;
+    return 0;
   bm = bmf_find (st, cfg->bitmap);
   if (bm == NULL) {
     if (cfg->extents == EXTENTS_DEFAULT && cfg->nr_actions > 0)
-      return -1;                /* e.g. action=remove */
-    nbdkit_error ("dirtybitmap: bitmap %s not found in %s%s",
-                  cfg->bitmap, cfg->path,
-                  cfg->nr_actions ? "" : " (use action=add to create it)");
-    return -2;
+      return 0;                 /* e.g. action=remove */
+    if (bmf_state (file)->seq == 1 && st->nr_bitmaps == 0)
+      nbdkit_error ("dirtybitmap: bitmap %s not found: %s did not exist "
+                    "and was created empty now (deleted?): every change "
+                    "since it was last written is lost to the bitmaps: "
+                    "take a full backup, and start recording with "
+                    "action=add", cfg->bitmap, cfg->path);
+    else
+      nbdkit_error ("dirtybitmap: bitmap %s not found in %s%s",
+                    cfg->bitmap, cfg->path,
+                    cfg->nr_actions ? "" : " (use action=add to create it)");
+    return -1;
   }
   if (bm->flags & BMF_INCONSISTENT) {
     nbdkit_error ("dirtybitmap: bitmap %s is inconsistent: %s; it cannot "
                   "answer extents: remove it (action=remove) and take a "
                   "full backup", cfg->bitmap,
                   bmf_inconsistent_reason (file));
-    return -2;
+    return -1;
   }
-  return bm - st->bitmaps;
+  *name = cfg->bitmap;
+  return 0;
+}
+
+static int
+open_file (const struct store_config *cfg, bool *created)
+{
+  struct bmerr err;
+
+  *created = false;
+  file = bmf_open (cfg->path, readonly ? BMF_LOCK_SHARED : BMF_LOCK_EXCLUSIVE,
+                   &err);
+  if (file == NULL && err.errnum == ENOENT && !readonly) {
+    file = bmf_create (cfg->path, cfg->create_mode, false, 0, &err);
+    *created = file != NULL;
+  }
+  if (file == NULL) {
+    nbdkit_error ("dirtybitmap: %s", err.msg);
+    if (err.errnum == ENOENT && readonly)
+      nbdkit_error ("dirtybitmap: a read-only server (-r) does not create "
+                    "the bitmap file");
+    return -1;
+  }
+  return 0;
+}
+
+/* Open merge-file= (unless it is the bitmap file itself, whose bitmaps
+ * the earlier actions have changed) and point the merges at it.
+ */
+static int
+open_merge_source (const struct store_config *cfg, struct bmf **src)
+{
+  struct bmerr err;
+  size_t i;
+
+  *src = NULL;
+  if (cfg->merge_file == NULL || bmf_same_file (file, cfg->merge_file))
+    return 0;
+  *src = bmf_open (cfg->merge_file, BMF_LOCK_SHARED, &err);
+  if (*src == NULL) {
+    nbdkit_error ("dirtybitmap: %s", err.msg);
+    return -1;
+  }
+  for (i = 0; i < cfg->nr_actions; ++i)
+    cfg->actions[i].src_file = *src;
+  return 0;
+}
+
+/* Say, at normal verbosity, what a start throws away or leaves
+ * untracked: a service that runs action=clear at every start loses
+ * its checkpoint each time.
+ */
+static void
+notices (const struct store_config *cfg, const struct bitmap_set *s)
+{
+  char buf[BMF_MAX_NAME + 16];
+  size_t i;
+
+  for (i = 0; i < cfg->nr_actions; ++i)
+    if (act_discards (&cfg->actions[i]))
+      fprintf (stderr, "nbdkit: dirtybitmap: action %s on bitmap %s: the "
+               "changes it recorded are discarded\n",
+               act_to_string (&cfg->actions[i], buf, sizeof buf),
+               cfg->actions[i].bitmap);
+  if (!readonly && s->nr_recording == 0)
+    fprintf (stderr, "nbdkit: dirtybitmap: warning: %s has no recording "
+             "bitmap: writes to this disk are not tracked\n", cfg->path);
 }
 
 int
-store_open (const struct store_config *cfg, int *selected)
+store_open (const struct store_config *cfg)
 {
   struct bmf *merge = NULL;
-  struct bmf_txn *t;
+  struct bmf_txn *t = NULL;
   struct bitmap_set *s;
-  struct act_params p = {
-    .bitmap = cfg->bitmap, .gbits = cfg->gbits,
-  };
-  /* A start that fails leaves no file it created. */
-  const bool existed = access (cfg->path, F_OK) == 0;
+  struct bmf_disk_id now;
+  const char *sel;
+  struct bmerr err;
+  bool created, outside;
 
-  durability = cfg->durability;
+  readonly = cfg->readonly;
+  disk_file = cfg->disk_file;
   bmf_remove_hint = "action=remove";
-  file = bmf_open (cfg->path, BMF_LOCK_EXCLUSIVE, true);
-  if (file == NULL)
+  if (open_file (cfg, &created) == -1)
     return -1;
-  if (cfg->merge_file) {
-    merge = bmf_open (cfg->merge_file, BMF_LOCK_SHARED, false);
-    if (merge == NULL)
+  dur_init (file, cfg->durability, sync_failed);
+  tracker_init (first_write);
+
+  outside = written_outside (&now);
+  if (outside) {
+    if (readonly) {
+      nbdkit_error ("dirtybitmap: %s was written without the filter since "
+                    "its bitmaps last recorded it (its size or modification "
+                    "time changed): the bitmaps cannot be trusted, and a "
+                    "read-only server cannot mark them: start it writable "
+                    "once, then take a full backup", disk_file);
       goto err;
-    p.merge_file = merge;
+    }
+    nbdkit_error ("dirtybitmap: %s was written without the filter since "
+                  "its bitmaps last recorded it (its size or modification "
+                  "time changed): every enabled bitmap is now "
+                  "inconsistent: take a full backup", disk_file);
+    /* Recorded at once, whatever becomes of this start; the disk as it
+     * is now is where bitmaps added from here on start.
+     */
+    bmf_condemn_enabled (file);
+    t = bmf_txn_begin (file, false, &err);
+    if (t)
+      bmf_txn_set_disk_id (t, &now);
+    if (t == NULL || bmf_txn_commit (t, &err) == -1 ||
+        (created && bmf_publish (file, &err) == -1)) {
+      t = NULL;
+      nbdkit_error ("dirtybitmap: %s", err.msg);
+      goto err;
+    }
+    t = NULL;
   }
-  t = cfg->nr_actions ?
-    act_begin (file, cfg->actions, cfg->nr_actions, &p) :
-    bmf_txn_begin (file, false);
-  bmf_close (merge);
-  if (t == NULL)
+  if (open_merge_source (cfg, &merge) == -1)
     goto err;
 
-  *selected = select_bitmap (cfg, &t->st);
-  if (*selected == -2) {
-    bmf_txn_abort (t);
-    goto err;
+  if (!readonly) {
+    t = cfg->nr_actions ? act_begin (file, cfg->actions, cfg->nr_actions,
+                                     &err)
+      : bmf_txn_begin (file, false, &err);
+    if (t == NULL) {
+      nbdkit_error ("dirtybitmap: %s", err.msg);
+      goto err;
+    }
   }
-  /* The previous run's bits are made durable by this commit, so a
-   * mark it left (a crash) can go.
-   */
-  bmf_txn_set_open (t, false, durability);
-  s = build_set (&t->st);
+  if (initial_selection (cfg, t ? bmf_txn_state (t) : bmf_state (file),
+                         &sel) == -1)
+    goto err;
+  if (t) {
+    /* The previous run's bits are made durable by this commit, so a
+     * mark it left (a crash) can go.
+     */
+    bmf_txn_set_open (t, false, cfg->durability);
+    if (bmf_txn_commit (t, &err) == -1 ||
+        (created && bmf_publish (file, &err) == -1)) {
+      t = NULL;
+      nbdkit_error ("dirtybitmap: %s", err.msg);
+      goto err;
+    }
+    t = NULL;
+  }
+  bmf_close (merge);
+  merge = NULL;
+
+  s = set_build (file, bmf_state (file), NULL,
+                 readonly ? VIEWS_READONLY : VIEWS_LIVE, &err);
   if (s == NULL) {
-    bmf_txn_abort (t);
+    nbdkit_error ("dirtybitmap: %s", err.msg);
     goto err;
   }
-  if (bmf_txn_commit (t) == -1) {
-    free_set (s);
+  tracker_publish (s);
+  if (sel && (selected = strdup (sel)) == NULL) {
+    nbdkit_error ("dirtybitmap: strdup: %m");
     goto err;
   }
-  current = s;
+  notices (cfg, s);
   nbdkit_debug ("dirtybitmap: %s: %zu bitmaps, %zu recording, "
-                "durability=%s", cfg->path, s->nr, s->nr_recording,
-                durability == BMF_STRICT ? "strict" : "flush");
+                "durability=%s%s", cfg->path, s->nr_named, s->nr_recording,
+                cfg->durability == BMF_STRICT ? "strict" : "flush",
+                readonly ? ", read-only" : "");
   return 0;
 
  err:
-  if (!existed && file->st.seq == 1)
-    unlink (cfg->path);           /* still locked: nobody else has it */
-  bmf_close (file);
+  bmf_txn_abort (t);
+  bmf_close (merge);
+  set_free (file, tracker_current ());
+  tracker_publish (NULL);
+  bmf_close (file);             /* a created file goes with it */
   file = NULL;
   return -1;
 }
-
-/*----------------------------------------------------------------------
- * Group commit.
- */
-
-/* After a failed sync the kernel may have dropped bits it could not
- * write: every bitmap that was recording may lie.
- */
-static void
-mark_enabled_inconsistent (struct bmf_txn *t)
-{
-  size_t i;
-
-  for (i = 0; i < t->st.nr_bitmaps; ++i)
-    if (t->st.bitmaps[i].flags & BMF_ENABLED)
-      t->st.bitmaps[i].flags |= BMF_INCONSISTENT;
-}
-
-/* The first sync failed: say so in the file at once, so that a crash
- * before the clean close cannot leave bitmaps that look sound (the
- * close marks them again, in case this commit fails too on a failing
- * disk).  Called with lock held.
- */
-static void
-record_failure_locked (void)
-{
-  struct bmf_txn *t = bmf_txn_begin (file, false);
-
-  if (t == NULL)
-    return;
-  mark_enabled_inconsistent (t);
-  if (bmf_txn_commit (t) == 0)
-    nbdkit_error ("dirtybitmap: %s: the enabled bitmaps are marked "
-                  "inconsistent", file->path);
-}
-
-/* Wait until every ticket up to target is on stable storage.  Called
- * and returns with lock held.
- */
-static int
-sync_to_locked (uint64_t target)
-{
-  while (!failed && __atomic_load_n (&synced, __ATOMIC_ACQUIRE) < target) {
-    uint64_t upto;
-    int r;
-
-    if (syncing) {
-      pthread_cond_wait (&cond, &lock);
-      continue;
-    }
-    syncing = true;
-    upto = __atomic_load_n (&requested, __ATOMIC_ACQUIRE);
-    pthread_mutex_unlock (&lock);
-    r = bmf_sync (file);
-    if (r == -1)
-      nbdkit_error ("dirtybitmap: %s: fdatasync: %m", file->path);
-    else if (dirtybitmap_debug_verbose)
-      nbdkit_debug ("dirtybitmap: synced tickets up to %" PRIu64, upto);
-    pthread_mutex_lock (&lock);
-    syncing = false;
-    if (r == -1) {
-      failed = true;
-      record_failure_locked ();
-    }
-    else if (upto > synced)
-      __atomic_store_n (&synced, upto, __ATOMIC_RELEASE);
-    pthread_cond_broadcast (&cond);
-  }
-  if (failed) {
-    errno = EIO;
-    return -1;
-  }
-  return 0;
-}
-
-static int
-sync_to (uint64_t target, int *err)
-{
-  if (__atomic_load_n (&synced, __ATOMIC_ACQUIRE) >= target && !failed)
-    return 0;
-  {
-    SCOPED_LOCK (&lock);
-    if (sync_to_locked (target) == 0)
-      return 0;
-  }
-  nbdkit_error ("dirtybitmap: %s: the bitmaps cannot be made durable",
-                file->path);
-  *err = EIO;
-  return -1;
-}
-
-/*----------------------------------------------------------------------
- * The write path.
- */
-
-/* The granules of 2^gbits bytes that [offset, offset+count) touches,
- * clipped to b (a request past its end can only come from a
- * connection that saw the disk bigger before another saw it shrink).
- */
-static inline bool
-range_of (const struct bits *b, unsigned gbits,
-          uint64_t offset, uint32_t count, uint64_t *first, uint64_t *last)
-{
-  *first = offset >> gbits;
-  *last = (offset + count - 1) >> gbits;
-  if (*first >= b->nr_bits)
-    return false;
-  *last = MIN (*last, b->nr_bits - 1);
-  return true;
-}
-
-/* The fast test: are the granules dirty in every recording bitmap
- * (and, in strict mode, durably so)?
- */
-static inline bool
-all_dirty (const struct bitmap_set *s, uint64_t offset, uint32_t count)
-{
-  uint64_t first, last;
-  size_t i;
-
-  for (i = 0; i < s->nr_views; ++i) {
-    const struct fast_view *v = &s->views[i];
-    if (range_of (&v->bits, v->gbits, offset, count, &first, &last) &&
-        !bits_all_set (&v->bits, first, last))
-      return false;
-  }
-  return true;
-}
-
-/* Commit a change made while serving.  A failed commit may have left
- * its header in the page cache, current for the next open, while the
- * bits go on into the old regions: from then on nothing is trusted
- * (record_failure_locked rewrites that header slot with the marks).
- * Called with lock held.
- */
-static int
-commit_locked (struct bmf_txn *t)
-{
-  if (bmf_txn_commit (t) == 0)
-    return 0;
-  if (!failed) {
-    failed = true;
-    record_failure_locked ();
-  }
-  return -1;
-}
-
-/* Before the first bit of this run is set: record in the file that
- * it is open, by which boot and in which mode (for reboot detection).
- * Called with lock held.
- */
-static int
-record_open_locked (void)
-{
-  struct bmf_txn *t;
-
-  if (open_recorded)
-    return 0;
-  t = bmf_txn_begin (file, false);
-  if (t == NULL)
-    return -1;
-  bmf_txn_set_open (t, true, durability);
-  if (commit_locked (t) == -1)
-    return -1;
-  open_recorded = true;
-  return 0;
-}
-
-/* First touch, with lock held: take a ticket and set the bits in every
- * recording bitmap (durable == false); in flush mode that also makes
- * them set in the views.  In strict mode the caller then waits for the
- * sync and calls again with durable == true to set them in the views.
- * The views are set last: a lock-free reader that finds a bit there
- * relies on the bitmaps having it.
- */
-static uint64_t
-set_bits_locked (uint64_t offset, uint32_t count, bool durable)
-{
-  struct bitmap_set *s = current;
-  uint64_t ticket = requested, first, last;
-  size_t i;
-
-  if (!durable) {
-    __atomic_store_n (&requested, ++ticket, __ATOMIC_SEQ_CST);
-    for (i = 0; i < s->nr_recording; ++i) {
-      struct live_bitmap *lb = s->recording[i];
-      if (range_of (&lb->bits, lb->gbits, offset, count, &first, &last) &&
-          bits_set_range (&lb->bits, first, last) &&
-          dirtybitmap_debug_verbose)
-        nbdkit_debug ("dirtybitmap: %s: dirtied granules %" PRIu64
-                      "-%" PRIu64 " (ticket %" PRIu64 ")",
-                      lb->name, first, last, ticket);
-    }
-  }
-  if (durable || durability != BMF_STRICT)
-    for (i = 0; i < s->nr_views; ++i) {
-      struct fast_view *v = &s->views[i];
-      if (v->owned &&
-          range_of (&v->bits, v->gbits, offset, count, &first, &last))
-        bits_set_range (&v->bits, first, last);
-    }
-  return ticket;
-}
-
-int
-store_track (uint64_t offset, uint32_t count, bool fua, int *err)
-{
-  const struct bitmap_set *s = store_current ();
-  const bool strict = durability == BMF_STRICT;
-  uint64_t ticket;
-
-  if (count == 0 || s->nr_recording == 0)
-    return 0;
-
-  /* Fast path: no lock, no system call. */
-  if (all_dirty (s, offset, count)) {
-    if (strict || !fua)
-      return 0;
-    return sync_to (__atomic_load_n (&requested, __ATOMIC_SEQ_CST), err);
-  }
-
-  {
-    SCOPED_LOCK (&lock);
-    if (record_open_locked () == -1) {
-      *err = EIO;
-      return -1;
-    }
-    ticket = set_bits_locked (offset, count, false);
-    if (!strict && !fua)
-      return 0;
-    if (sync_to_locked (ticket) == 0) {
-      if (strict)
-        set_bits_locked (offset, count, true);
-      return 0;
-    }
-  }
-  nbdkit_error ("dirtybitmap: %s: the bitmaps cannot be made durable",
-                file->path);
-  *err = EIO;
-  return -1;
-}
-
-int
-store_flush (int *err)
-{
-  return sync_to (__atomic_load_n (&requested, __ATOMIC_SEQ_CST), err);
-}
-
-/*----------------------------------------------------------------------
- * Resizing.
- */
-
-int
-store_resize (uint64_t disk_size)
-{
-  struct bitmap_set *old = store_current (), *s;
-  struct bmf_txn *t;
-  size_t i;
-
-  if (old->sized && old->disk_size == disk_size)
-    return 0;
-
-  SCOPED_LOCK (&lock);
-  old = current;
-  if (old->sized && old->disk_size == disk_size)
-    return 0;
-  if (old->sized)
-    nbdkit_debug ("dirtybitmap: %s: the disk %s from %" PRIu64 " to %"
-                  PRIu64 " bytes: %s", file->path,
-                  disk_size > old->disk_size ? "grew" : "shrank",
-                  old->disk_size, disk_size,
-                  disk_size > old->disk_size ?
-                  "the new area is dirty in every bitmap" :
-                  "bitmaps are cut to the new size");
-  else
-    nbdkit_debug ("dirtybitmap: %s: disk size is %" PRIu64,
-                  file->path, disk_size);
-
-  t = bmf_txn_begin (file, false);
-  if (t == NULL)
-    return -1;
-  if (bmf_txn_resize (t, disk_size) == -1) {
-    nbdkit_error ("dirtybitmap: cannot resize the bitmaps to %" PRIu64
-                  " bytes: %s", disk_size, t->err);
-    bmf_txn_abort (t);
-    return -1;
-  }
-  s = build_set (&t->st);
-  if (s == NULL) {
-    bmf_txn_abort (t);
-    return -1;
-  }
-  /* The old regions stay mapped in `old`: never reuse them here. */
-  for (i = 0; i < file->st.nr_bitmaps; ++i)
-    if (bmf_reserve (file, file->st.bitmaps[i].data_offset,
-                     file->st.bitmaps[i].data_length) == -1) {
-      nbdkit_error ("dirtybitmap: %m");
-      bmf_txn_abort (t);
-      free_set (s);
-      return -1;
-    }
-  if (commit_locked (t) == -1) {
-    free_set (s);
-    return -1;
-  }
-  s->older = old;
-  __atomic_store_n (&current, s, __ATOMIC_RELEASE);
-  return 0;
-}
-
-/*----------------------------------------------------------------------
- * Closing.
- */
 
 void
 store_close (void)
 {
+  struct bitmap_set *s;
+  struct bmf_disk_id id;
+  struct bmerr err;
   struct bmf_txn *t;
 
   if (file == NULL)
     return;
-  {
-    SCOPED_LOCK (&lock);
-    if (!failed && bmf_sync (file) == -1) {
-      nbdkit_error ("dirtybitmap: %s: fdatasync: %m", file->path);
+  pthread_mutex_lock (&meta_lock);
+  if (!readonly) {
+    if (!failed && !dur_failed () && bmf_sync (file) == -1) {
+      nbdkit_error ("dirtybitmap: %s: fdatasync: %m", bmf_path (file));
       failed = true;
     }
-    t = (open_recorded || failed) ? bmf_txn_begin (file, false) : NULL;
-    if (t) {
-      /* Bits may be lost: say so rather than leave bitmaps that lie. */
-      if (failed)
-        mark_enabled_inconsistent (t);
-      bmf_txn_set_open (t, false, durability);
-      if (bmf_txn_commit (t) == 0)
-        nbdkit_debug ("dirtybitmap: %s: closed cleanly", file->path);
+    failed |= dur_failed ();
+    if (open_recorded || failed) {
+      t = bmf_txn_begin (file, false, &err);
+      if (t) {
+        /* Bits may be lost: say so rather than leave bitmaps that lie. */
+        if (failed)
+          bmf_txn_mark_enabled_inconsistent (t);
+        bmf_txn_set_open (t, false, dur_mode ());
+        /* What this run wrote is the disk's last state written
+         * through the filter: a later start checks it.
+         */
+        if (!failed && disk_id_now (&id) == 0)
+          bmf_txn_set_disk_id (t, &id);
+      }
+      if (t && bmf_txn_commit (t, &err) == 0)
+        nbdkit_debug ("dirtybitmap: %s: closed cleanly", bmf_path (file));
+      else
+        nbdkit_error ("dirtybitmap: %s", err.msg);
     }
-    free_set (current);
-    current = NULL;
   }
+  s = tracker_current ();
+  tracker_publish (NULL);
+  set_free (file, s);
+  pthread_mutex_unlock (&meta_lock);
   bmf_close (file);
   file = NULL;
+  free (selected);
+  selected = NULL;
+}
+
+/*----------------------------------------------------------------------
+ * Changing the bitmaps while serving.
+ */
+
+/* Steps 1 to 3 of a transaction (see the top of this file): returns
+ * the sets to retire after a grace period, or -1 with err.  Called
+ * with meta_lock held.  apply fills t (under both locks).
+ */
+static int
+commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
+                                  struct bmerr *err),
+                    void *opaque, struct bitmap_set **retire,
+                    struct bmerr *err)
+{
+  struct bitmap_set *old, *trans, *final;
+  struct bmf_txn *t = NULL;
+  uint64_t ticket;
+
+  retire[0] = retire[1] = NULL;
+  tracker_lock ();
+  old = tracker_current ();
+  if (apply (&t, opaque, err) == -1) {
+    tracker_unlock ();
+    bmf_txn_abort (t);
+    return -1;
+  }
+  trans = set_build (file, bmf_txn_state (t), old, VIEWS_NONE, err);
+  if (trans == NULL) {
+    tracker_unlock ();
+    bmf_txn_abort (t);
+    return -1;
+  }
+  tracker_publish (trans);
+  tracker_unlock ();
+
+  if (bmf_txn_commit (t, err) == -1) {
+    /* trans stays: it records into the old and the new regions, so
+     * whichever header a crash leaves current has every bit.
+     */
+    retire[0] = old;
+    condemn_locked ("a commit of the bitmap file failed");
+    return -1;
+  }
+
+  tracker_lock ();
+  final = set_build (file, bmf_state (file), NULL, VIEWS_LIVE, err);
+  if (final && dur_mode () == BMF_STRICT) {
+    /* Its views must hold only bits on stable storage. */
+    ticket = dur_requested ();
+    tracker_unlock ();
+    if (dur_sync_to (ticket) == -1) {
+      set_free (file, final);
+      final = NULL;
+      bmerr_set (err, EIO, "%s: the bitmaps cannot be made durable",
+                 bmf_path (file));
+    }
+    tracker_lock ();
+    if (final && set_refresh (final) == -1) {
+      set_free (file, final);
+      final = NULL;
+      bmerr_set (err, errno, "%s", strerror (errno));
+    }
+  }
+  if (final == NULL) {
+    /* Committed, but the transitional set must go on serving: it is
+     * correct, only slower.
+     */
+    tracker_unlock ();
+    retire[0] = old;
+    nbdkit_error ("dirtybitmap: %s", err->msg);
+    return 0;
+  }
+  tracker_publish (final);
+  tracker_unlock ();
+  retire[0] = old;
+  retire[1] = trans;
+  return 0;
+}
+
+/* Step 4: once no request can use them, free the retired sets. */
+static void
+retire_sets (struct bitmap_set **retire)
+{
+  if (retire[0] == NULL && retire[1] == NULL)
+    return;
+  inflight_grace ();
+  pthread_mutex_lock (&meta_lock);
+  set_free (file, retire[0]);
+  set_free (file, retire[1]);
+  pthread_mutex_unlock (&meta_lock);
+}
+
+static int
+apply_resize (struct bmf_txn **t, void *opaque, struct bmerr *err)
+{
+  *t = bmf_txn_begin (file, false, err);
+  return *t ? bmf_txn_resize (*t, *(uint64_t *) opaque, err) : -1;
+}
+
+/* A read-only server never writes the file: a file that has never
+ * seen its disk is all clean, in memory, at whatever size the disk
+ * has; one that has keeps its size, and a grown area reads as changed
+ * (extents.c).
+ */
+static int
+resize_readonly (uint64_t disk_size)
+{
+  struct bitmap_set *s, *retire[2] = { NULL };
+  struct bmerr err;
+
+  pthread_mutex_lock (&meta_lock);
+  s = tracker_current ();
+  if (!s->sized) {
+    struct bitmap_set *clean = set_build_clean (s, disk_size, &err);
+    if (clean == NULL) {
+      pthread_mutex_unlock (&meta_lock);
+      nbdkit_error ("dirtybitmap: %s", err.msg);
+      return -1;
+    }
+    tracker_lock ();
+    tracker_publish (clean);
+    tracker_unlock ();
+    retire[0] = s;
+  }
+  else if (s->disk_size != disk_size)
+    nbdkit_debug ("dirtybitmap: disk size %" PRIu64 ", the file says %"
+                  PRIu64 " (read-only: not recorded)", disk_size,
+                  s->disk_size);
+  pthread_mutex_unlock (&meta_lock);
+  retire_sets (retire);
+  return 0;
+}
+
+int
+store_resize (uint64_t disk_size)
+{
+  struct bitmap_set *s = tracker_current (), *retire[2] = { NULL };
+  struct bmerr err;
+  int r = 0;
+
+  if (s->sized && s->disk_size == disk_size)
+    return 0;
+  if (readonly)
+    return resize_readonly (disk_size);
+
+  pthread_mutex_lock (&meta_lock);
+  s = tracker_current ();
+  if (!s->sized || s->disk_size != disk_size) {
+    if (s->sized)
+      nbdkit_debug ("dirtybitmap: %s: the disk %s from %" PRIu64 " to %"
+                    PRIu64 " bytes: %s", bmf_path (file),
+                    disk_size > s->disk_size ? "grew" : "shrank",
+                    s->disk_size, disk_size,
+                    disk_size > s->disk_size ?
+                    "the new area is dirty in every bitmap" :
+                    "bitmaps are cut to the new size");
+    else
+      nbdkit_debug ("dirtybitmap: %s: disk size is %" PRIu64,
+                    bmf_path (file), disk_size);
+    r = commit_live_locked (apply_resize, &disk_size, retire, &err);
+    if (r == -1)
+      nbdkit_error ("dirtybitmap: cannot resize the bitmaps to %" PRIu64
+                    " bytes: %s", disk_size, err.msg);
+  }
+  pthread_mutex_unlock (&meta_lock);
+  retire_sets (retire);
+  return r;
+}
+
+struct actions {
+  struct action *acts;
+  size_t n;
+};
+
+static int
+apply_actions (struct bmf_txn **t, void *opaque, struct bmerr *err)
+{
+  const struct actions *a = opaque;
+
+  *t = act_begin (file, a->acts, a->n, err);
+  return *t ? 0 : -1;
+}
+
+/* Actions that would pull the bitmap from under a connection reading
+ * its block status are refused (pin_lock held).
+ */
+static int
+check_pins_locked (const struct action *acts, size_t n, struct bmerr *err)
+{
+  char buf[BMF_MAX_NAME + 16];
+  size_t i, j;
+
+  for (i = 0; i < n; ++i) {
+    if (!act_discards (&acts[i]))
+      continue;
+    for (j = 0; j < nr_pins; ++j)
+      if (strcmp (pins[j].name, acts[i].bitmap) == 0) {
+        bmerr_set (err, EBUSY, "action %s on bitmap %s failed: bitmap %s "
+                   "is in use: %u connection%s read%s its block status",
+                   act_to_string (&acts[i], buf, sizeof buf),
+                   acts[i].bitmap, acts[i].bitmap, pins[j].count,
+                   pins[j].count == 1 ? "" : "s",
+                   pins[j].count == 1 ? "s" : "");
+        return -1;
+      }
+  }
+  return 0;
+}
+
+int
+store_transaction (struct action *acts, size_t n, struct bmerr *err)
+{
+  struct actions a = { acts, n };
+  struct bitmap_set *retire[2] = { NULL };
+  size_t i;
+  int r;
+
+  if (readonly) {
+    bmerr_set (err, EROFS, "the server is read-only (-r): the bitmaps "
+               "cannot change");
+    return -1;
+  }
+  pthread_mutex_lock (&meta_lock);
+  pthread_mutex_lock (&pin_lock);
+  r = check_pins_locked (acts, n, err);
+  pthread_mutex_unlock (&pin_lock);
+  if (r == 0)
+    r = commit_live_locked (apply_actions, &a, retire, err);
+  if (r == 0) {
+    /* A removed bitmap answers nothing any more. */
+    pthread_mutex_lock (&pin_lock);
+    if (selected && set_find (tracker_current (), selected) == NULL) {
+      free (selected);
+      selected = NULL;
+    }
+    pthread_mutex_unlock (&pin_lock);
+    for (i = 0; i < n; ++i) {
+      char buf[BMF_MAX_NAME + 16];
+      nbdkit_debug ("dirtybitmap: action %s on bitmap %s",
+                    act_to_string (&acts[i], buf, sizeof buf),
+                    acts[i].bitmap);
+    }
+  }
+  pthread_mutex_unlock (&meta_lock);
+  retire_sets (retire);
+  return r;
+}
+
+int
+store_sync (struct bmerr *err)
+{
+  if (readonly)
+    return 0;
+  if (dur_sync_to (dur_requested ()) == -1) {
+    bmerr_set (err, EIO, "%s: the bitmaps cannot be made durable",
+               bmf_path (file));
+    return -1;
+  }
+  return 0;
+}
+
+/*----------------------------------------------------------------------
+ * Selection.
+ */
+
+int
+store_select (const char *name, struct bmerr *err)
+{
+  const struct live_bitmap *lb;
+  char *copy = NULL;
+
+  pthread_mutex_lock (&meta_lock);
+  if (name) {
+    lb = set_find (tracker_current (), name);
+    if (lb == NULL) {
+      bmerr_set (err, ENOENT, "bitmap %s not found", name);
+      goto err;
+    }
+    if (lb->flags & BMF_INCONSISTENT) {
+      bmerr_set (err, EINVAL, "bitmap %s is inconsistent: %s; it cannot "
+                 "answer block status", name, bmf_inconsistent_reason (file));
+      goto err;
+    }
+    if ((copy = strdup (name)) == NULL) {
+      bmerr_set (err, errno, "%s", strerror (errno));
+      goto err;
+    }
+  }
+  pthread_mutex_lock (&pin_lock);
+  free (selected);
+  selected = copy;
+  pthread_mutex_unlock (&pin_lock);
+  pthread_mutex_unlock (&meta_lock);
+  return 0;
+
+ err:
+  pthread_mutex_unlock (&meta_lock);
+  return -1;
+}
+
+int
+store_connect (char **bitmap)
+{
+  struct pin *p;
+  size_t i;
+
+  *bitmap = NULL;
+  pthread_mutex_lock (&pin_lock);
+  if (selected == NULL)
+    goto out;
+  for (i = 0; i < nr_pins; ++i)
+    if (strcmp (pins[i].name, selected) == 0)
+      break;
+  if (i == nr_pins) {
+    p = realloc (pins, (nr_pins + 1) * sizeof *p);
+    if (p == NULL)
+      goto nomem;
+    pins = p;
+    pins[i] = (struct pin) { .name = strdup (selected) };
+    if (pins[i].name == NULL)
+      goto nomem;
+    nr_pins++;
+  }
+  if ((*bitmap = strdup (selected)) == NULL)
+    goto nomem;
+  pins[i].count++;
+ out:
+  pthread_mutex_unlock (&pin_lock);
+  return 0;
+
+ nomem:
+  pthread_mutex_unlock (&pin_lock);
+  nbdkit_error ("dirtybitmap: %m");
+  return -1;
+}
+
+void
+store_disconnect (char *bitmap)
+{
+  size_t i;
+
+  if (bitmap == NULL)
+    return;
+  pthread_mutex_lock (&pin_lock);
+  for (i = 0; i < nr_pins; ++i)
+    if (strcmp (pins[i].name, bitmap) == 0 && --pins[i].count == 0) {
+      free (pins[i].name);
+      pins[i] = pins[--nr_pins];
+      break;
+    }
+  pthread_mutex_unlock (&pin_lock);
+  free (bitmap);
+}
+
+/*----------------------------------------------------------------------
+ * Query.
+ */
+
+int
+store_query (struct store_info *info, struct bmerr *err)
+{
+  const struct bitmap_set *s;
+  size_t i;
+
+  memset (info, 0, sizeof *info);
+  pthread_mutex_lock (&meta_lock);
+  s = tracker_current ();
+  info->path = strdup (bmf_path (file));
+  info->bitmaps = calloc (MAX (s->nr_named, 1), sizeof *info->bitmaps);
+  if (info->path == NULL || info->bitmaps == NULL)
+    goto nomem;
+  info->sized = s->sized;
+  info->size = s->disk_size;
+  info->durability = dur_mode ();
+  info->readonly = readonly;
+  info->state = failed || dur_failed () ? "failed" :
+    open_recorded ? "open" : "closed";
+  pthread_mutex_lock (&pin_lock);
+  for (i = 0; i < s->nr_named; ++i) {
+    const struct live_bitmap *lb = &s->bm[i];
+    struct store_bitmap_info *bi = &info->bitmaps[i];
+
+    bi->name = strdup (lb->name);
+    if (bi->name == NULL) {
+      pthread_mutex_unlock (&pin_lock);
+      goto nomem;
+    }
+    info->nr++;
+    bi->granularity = UINT64_C (1) << lb->gbits;
+    bi->consistent = !(lb->flags & BMF_INCONSISTENT);
+    bi->recording = (lb->flags & BMF_ENABLED) && bi->consistent;
+    bi->selected = selected && strcmp (selected, lb->name) == 0;
+    bi->dirty_bytes = set_dirty_bytes (s, lb);
+  }
+  pthread_mutex_unlock (&pin_lock);
+  pthread_mutex_unlock (&meta_lock);
+  return 0;
+
+ nomem:
+  pthread_mutex_unlock (&meta_lock);
+  bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
+  store_info_free (info);
+  return -1;
+}
+
+void
+store_info_free (struct store_info *info)
+{
+  size_t i;
+
+  for (i = 0; i < info->nr; ++i)
+    free (info->bitmaps[i].name);
+  free (info->bitmaps);
+  free (info->path);
+  memset (info, 0, sizeof *info);
 }

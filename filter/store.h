@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* store.h: the filter's live bitmaps: the bitmap file opened and
- * mapped, the write-path tracking, group commit, and resizing.
+/* store.h: the bitmap file of a running filter: opening it at startup
+ * with the action= list, changing it while the disk is served
+ * (transactions, resizes, the selected bitmap), and closing it.
  */
 
 #ifndef DIRTYBITMAP_STORE_H
@@ -8,81 +9,78 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "actions.h"
-#include "bits.h"
 #include "bmfile.h"
-
-struct live_bitmap {
-  const char *name;             /* owned by the set */
-  unsigned gbits;
-  bool recording;               /* enabled and consistent */
-  struct bits bits;             /* mapped shared from the file */
-};
-
-/* What the write path's fast test reads: for the recording bitmaps of
- * one granularity, bit i is set only if granule i is dirty in every
- * one of them (and, with durability=strict, known to be on stable
- * storage).  It only gains bits while its set lives.  A lone bitmap
- * in flush mode is its own view; otherwise the view is a copy.
- */
-struct fast_view {
-  unsigned gbits;
-  struct bits bits;
-  bool owned;                   /* bits.words allocated for the view */
-};
-
-/* A set never changes size once published; a resize publishes a new
- * one and keeps the old mapped until exit (late readers may hold it).
- */
-struct bitmap_set {
-  bool sized;                   /* false until a connection saw the disk */
-  uint64_t disk_size;
-  size_t nr;
-  struct live_bitmap *bm;       /* in directory order */
-  size_t nr_recording;
-  struct live_bitmap **recording;
-  size_t nr_views;
-  struct fast_view *views;      /* one per granularity of recording */
-  struct bitmap_set *older;     /* retired sets, freed at close */
-};
+#include "error.h"
 
 enum extents_mode { EXTENTS_DEFAULT, EXTENTS_BITMAP, EXTENTS_PASSTHROUGH };
 
 struct store_config {
-  const char *path;             /* bitmap file */
+  const char *path;             /* the bitmap file */
   const char *bitmap;           /* bitmap= or NULL */
-  const struct action *actions;
+  struct action *actions;       /* action=, targets set to bitmap= */
   size_t nr_actions;
-  unsigned gbits;
-  const char *merge_file;       /* or NULL */
+  const char *merge_file;       /* merge-file= or NULL */
   enum bmf_durability durability;
   enum extents_mode extents;
+  bool readonly;                /* nbdkit -r: never write the file */
+  const char *disk_file;        /* the plugin's regular file, or NULL */
+  mode_t create_mode;           /* permission bits of a new file */
 };
 
-/* At .get_ready: open, lock, apply the actions, record the open.
- * Sets *selected to the index of bitmap= in the set, or -1 when the
- * extents pass through (explicitly, or by default because bitmap=
- * names no bitmap after the actions).
+/* At .get_ready: open (or create), lock, apply the actions, record
+ * the open.  Errors are reported (nbdkit_error).
  */
-extern int store_open (const struct store_config *cfg, int *selected);
+extern int store_open (const struct store_config *cfg);
 
-/* The current set (lock-free). */
-extern struct bitmap_set *store_current (void);
+/* At .cleanup: sync, record the clean close, unmap, unlock. */
+extern void store_close (void);
 
 /* At .prepare: make the bitmaps cover a disk of this size. */
 extern int store_resize (uint64_t disk_size);
 
-/* Before passing a pwrite/zero/trim down: set the bits of every
- * recording bitmap for [offset, offset+count), durably as the mode
- * and fua demand.
+/* A connection starts: the bitmap that answers its block status
+ * (malloced, NULL: they pass through), kept from removal and clearing
+ * until store_disconnect.
  */
-extern int store_track (uint64_t offset, uint32_t count, bool fua, int *err);
+extern int store_connect (char **bitmap);
+extern void store_disconnect (char *bitmap);
 
-/* Make every bit set so far durable (.flush). */
-extern int store_flush (int *err);
+/* The bitmap that answers block status for connections made from now
+ * on (NULL: the layer below answers).
+ */
+extern int store_select (const char *name, struct bmerr *err);
 
-/* At .cleanup: sync, record the clean close, unmap, unlock. */
-extern void store_close (void);
+/* Apply actions all-or-nothing while serving: a cut through the
+ * writes (see nbdkit-dirtybitmap-filter(1), CONTROL).
+ */
+extern int store_transaction (struct action *acts, size_t n,
+                              struct bmerr *err);
+
+/* Make every bit set so far durable. */
+extern int store_sync (struct bmerr *err);
+
+struct store_bitmap_info {
+  char *name;
+  uint64_t granularity;
+  bool recording, consistent, selected;
+  uint64_t dirty_bytes;
+};
+
+struct store_info {
+  char *path;
+  bool sized;
+  uint64_t size;
+  enum bmf_durability durability;
+  bool readonly;
+  const char *state;            /* "open", "closed", "failed" */
+  size_t nr;
+  struct store_bitmap_info *bitmaps;
+};
+
+extern int store_query (struct store_info *info, struct bmerr *err);
+extern void store_info_free (struct store_info *info);
 
 #endif /* DIRTYBITMAP_STORE_H */

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* durability.c: tickets and group commit (see durability.h).
+ *
+ * `synced` is the highest ticket known to be on stable storage.  A
+ * flush, a FUA write, or (with durability=strict) the first touch of a
+ * granule waits until synced reaches its ticket.  A ticket is taken
+ * before its bits are set, so a request that found its bits already
+ * set lock-free is covered by any later ticket.  One waiter runs
+ * fdatasync for all the tickets taken so far while the others wait on
+ * `cond`; they all return together (group commit).
+ *
+ * After a failed fdatasync the kernel may have dropped pages it could
+ * not write: from then on every sync fails, and the owner of the file
+ * is told once (on_failure) so that it can mark the bitmaps.
+ */
+
+#include <config.h>
+
+#include <stdint.h>
+#include <inttypes.h>
+#include <errno.h>
+#include <pthread.h>
+
+#include <nbdkit-filter.h>
+
+#include "durability.h"
+
+extern int dirtybitmap_debug_verbose;
+
+static struct bmf *file;
+static enum bmf_durability mode;
+static void (*on_failure) (void);
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static uint64_t requested;      /* tickets taken (atomic) */
+static uint64_t synced;         /* tickets on stable storage (atomic) */
+static bool syncing;            /* a thread is in fdatasync (lock) */
+static bool failed;             /* a sync failed (atomic) */
+
+void
+dur_init (struct bmf *f, enum bmf_durability m, void (*fail) (void))
+{
+  file = f;
+  mode = m;
+  on_failure = fail;
+}
+
+enum bmf_durability
+dur_mode (void)
+{
+  return mode;
+}
+
+uint64_t
+dur_take_ticket (void)
+{
+  return __atomic_add_fetch (&requested, 1, __ATOMIC_SEQ_CST);
+}
+
+uint64_t
+dur_requested (void)
+{
+  return __atomic_load_n (&requested, __ATOMIC_SEQ_CST);
+}
+
+bool
+dur_failed (void)
+{
+  return __atomic_load_n (&failed, __ATOMIC_ACQUIRE);
+}
+
+int
+dur_sync_to (uint64_t target)
+{
+  bool first_failure = false;
+  int r = 0;
+
+  if (!dur_failed () &&
+      __atomic_load_n (&synced, __ATOMIC_ACQUIRE) >= target)
+    return 0;
+
+  pthread_mutex_lock (&lock);
+  while (!failed && __atomic_load_n (&synced, __ATOMIC_ACQUIRE) < target) {
+    uint64_t upto;
+
+    if (syncing) {
+      pthread_cond_wait (&cond, &lock);
+      continue;
+    }
+    syncing = true;
+    upto = dur_requested ();
+    pthread_mutex_unlock (&lock);
+    r = bmf_sync (file);
+    if (r == -1)
+      nbdkit_error ("dirtybitmap: %s: fdatasync: %m", bmf_path (file));
+    else if (dirtybitmap_debug_verbose)
+      nbdkit_debug ("dirtybitmap: synced tickets up to %" PRIu64, upto);
+    pthread_mutex_lock (&lock);
+    syncing = false;
+    if (r == -1 && !failed) {
+      __atomic_store_n (&failed, true, __ATOMIC_RELEASE);
+      first_failure = true;
+    }
+    else if (r == 0 && upto > synced)
+      __atomic_store_n (&synced, upto, __ATOMIC_RELEASE);
+    pthread_cond_broadcast (&cond);
+  }
+  r = failed ? -1 : 0;
+  pthread_mutex_unlock (&lock);
+
+  if (first_failure && on_failure)
+    on_failure ();
+  if (r == -1)
+    errno = EIO;
+  return r;
+}

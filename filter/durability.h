@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* durability.h: when the bits reach stable storage: tickets and group
+ * commit.
+ */
+
+#ifndef DIRTYBITMAP_DURABILITY_H
+#define DIRTYBITMAP_DURABILITY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bmfile.h"
+
+/* Sync this file; on_failure runs once, on the thread that saw the
+ * first failed sync, with no lock held.
+ */
+extern void dur_init (struct bmf *file, enum bmf_durability mode,
+                      void (*on_failure) (void));
+extern enum bmf_durability dur_mode (void);
+
+/* Take a ticket before setting bits: once dur_sync_to reaches it,
+ * every bit set before it was taken is on stable storage.
+ */
+extern uint64_t dur_take_ticket (void);
+/* The last ticket taken. */
+extern uint64_t dur_requested (void);
+
+/* Wait until every ticket up to target is on stable storage, one
+ * fdatasync for all waiters (group commit).  -1 once a sync has
+ * failed: bits may have been lost.
+ */
+extern int dur_sync_to (uint64_t target);
+
+/* A sync has failed. */
+extern bool dur_failed (void);
+
+#endif /* DIRTYBITMAP_DURABILITY_H */

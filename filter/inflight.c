@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* inflight.c: request accounting (see inflight.h).
+ *
+ * Each request counts itself in active[epoch & 1] for its whole life.
+ * Entering costs one atomic add and three loads; leaving, one atomic
+ * subtract and a load; nothing else is shared and no lock is taken
+ * unless a thread is waiting.
+ *
+ * The gate (pause, the cut of a backup view).  A closer sets `gate`
+ * and waits until both counts are zero.  A request adds itself to a
+ * count and then reads `gate` (both sequentially consistent), so
+ * either the closer sees its count, and waits for it, or it sees the
+ * gate closed, takes itself out again and waits for the gate to open.
+ *
+ * Grace periods (retiring a set of bitmaps).  The retirer has already
+ * published the new set.  It moves `epoch` on and waits for the count
+ * of the old epoch's parity to reach zero.  A request proceeds only if
+ * `epoch` still holds, after it counted itself, the value it read
+ * before: so it either counted itself before the move, and is waited
+ * for, or it entered after the move, and loads the new set.  (The
+ * whole value is compared, not the parity: two moves in between
+ * bring the parity back.)  One grace period runs at a time.
+ *
+ * Waiting.  A waiter holds `lock`, counts itself in `waiters`, and
+ * checks the count before sleeping on `changed`; a request that brings
+ * a count to zero broadcasts under `lock` if it sees a waiter.  Both
+ * sides are sequentially consistent, so no wake-up is lost.
+ *
+ * Never close the gate or wait for a grace period while holding a
+ * lock that a request in flight may wait for (the file's metadata
+ * lock, the bits lock): the request could never leave.
+ */
+
+#include <config.h>
+
+#include <stdint.h>
+#include <pthread.h>
+
+#include "inflight.h"
+
+static struct {
+  uint64_t active[2];           /* requests in flight, by epoch parity */
+  unsigned epoch;
+  bool gate;                    /* closed: new requests wait */
+  unsigned waiters;             /* threads waiting for a count of zero */
+} s __attribute__ ((aligned (64)));
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+static unsigned gate_depth;     /* under lock */
+static pthread_mutex_t grace_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void
+inflight_exit (unsigned token)
+{
+  if (__atomic_sub_fetch (&s.active[token & 1], 1, __ATOMIC_SEQ_CST) == 0 &&
+      __atomic_load_n (&s.waiters, __ATOMIC_SEQ_CST) > 0) {
+    pthread_mutex_lock (&lock);
+    pthread_cond_broadcast (&changed);
+    pthread_mutex_unlock (&lock);
+  }
+}
+
+unsigned
+inflight_enter (void)
+{
+  for (;;) {
+    unsigned e = __atomic_load_n (&s.epoch, __ATOMIC_SEQ_CST);
+
+    __atomic_add_fetch (&s.active[e & 1], 1, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n (&s.gate, __ATOMIC_SEQ_CST) &&
+        __atomic_load_n (&s.epoch, __ATOMIC_SEQ_CST) == e)
+      return e;
+    inflight_exit (e);
+    if (__atomic_load_n (&s.gate, __ATOMIC_SEQ_CST)) {
+      pthread_mutex_lock (&lock);
+      while (__atomic_load_n (&s.gate, __ATOMIC_SEQ_CST))
+        pthread_cond_wait (&changed, &lock);
+      pthread_mutex_unlock (&lock);
+    }
+  }
+}
+
+/* Wait, with lock held, until the count of parity p is zero. */
+static void
+wait_zero_locked (unsigned p)
+{
+  __atomic_add_fetch (&s.waiters, 1, __ATOMIC_SEQ_CST);
+  while (__atomic_load_n (&s.active[p], __ATOMIC_SEQ_CST) != 0)
+    pthread_cond_wait (&changed, &lock);
+  __atomic_sub_fetch (&s.waiters, 1, __ATOMIC_SEQ_CST);
+}
+
+void
+inflight_close (void)
+{
+  pthread_mutex_lock (&lock);
+  if (gate_depth++ == 0)
+    __atomic_store_n (&s.gate, true, __ATOMIC_SEQ_CST);
+  wait_zero_locked (0);
+  wait_zero_locked (1);
+  pthread_mutex_unlock (&lock);
+}
+
+void
+inflight_open (void)
+{
+  pthread_mutex_lock (&lock);
+  if (gate_depth > 0 && --gate_depth == 0) {
+    __atomic_store_n (&s.gate, false, __ATOMIC_SEQ_CST);
+    pthread_cond_broadcast (&changed);
+  }
+  pthread_mutex_unlock (&lock);
+}
+
+void
+inflight_grace (void)
+{
+  unsigned old;
+
+  pthread_mutex_lock (&grace_lock);
+  old = __atomic_fetch_add (&s.epoch, 1, __ATOMIC_SEQ_CST);
+  pthread_mutex_lock (&lock);
+  wait_zero_locked (old & 1);
+  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&grace_lock);
+}

@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* tracker.c: the live bitmaps and the write path (see tracker.h).
+ *
+ * Write path.  A request dirties granules [offset >> g, (offset +
+ * count - 1) >> g] of every recording bitmap.  If all those bits are
+ * already set (the common case once a disk has been written), the
+ * test is a few atomic loads: no lock, no system call.  The test reads
+ * one view per granularity (struct fast_view), whose bits are set only
+ * where every recording bitmap of that granularity is dirty, so its
+ * cost does not grow with the number of bitmaps.  Otherwise, under
+ * `bits_lock`: take a ticket, set the bits in the shared mapping; they
+ * are then in the page cache and survive kill -9.  Only then does the
+ * request go down.  With durability=strict the views hold only bits
+ * known to be synced: a first touch sets its bits, waits for the group
+ * commit covering its ticket (durability.c), then sets them in the
+ * views of the same set.
+ *
+ * Sets.  Bits are only ever set under `bits_lock`, in the set that is
+ * current then, and a set is replaced under `bits_lock` too: so a
+ * transaction that copies bits and publishes under it loses none.  A
+ * request holds the set it loaded for as long as it is in flight;
+ * the owner frees a replaced set after a grace period.
+ *
+ * Ghosts.  While a transaction commits, the file still says what it
+ * said before, and a crash then must find every write in the old
+ * state's recording bitmaps; after the commit, in the new state's.
+ * So the set published for that time (transitional) records into
+ * both: the new state's bitmaps, and as nameless ghosts, the old
+ * regions that the new state stops recording into (a cleared
+ * bitmap's old data, a disabled or removed bitmap).  It has no fast
+ * path: its views would have to cover ghosts and fresh regions alike,
+ * and it lives for one commit.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <string.h>
+#include <errno.h>
+#include <pthread.h>
+
+#include <nbdkit-filter.h>
+
+#include "durability.h"
+#include "tracker.h"
+#include "util.h"
+
+extern int dirtybitmap_debug_verbose;
+
+static struct bitmap_set *current;
+static pthread_mutex_t bits_lock = PTHREAD_MUTEX_INITIALIZER;
+static int (*first_write) (void);
+static bool first_write_done;   /* atomic */
+
+void
+tracker_init (int (*fn) (void))
+{
+  first_write = fn;
+}
+
+struct bitmap_set *
+tracker_current (void)
+{
+  return __atomic_load_n (&current, __ATOMIC_ACQUIRE);
+}
+
+void
+tracker_publish (struct bitmap_set *s)
+{
+  __atomic_store_n (&current, s, __ATOMIC_RELEASE);
+}
+
+void
+tracker_lock (void)
+{
+  pthread_mutex_lock (&bits_lock);
+}
+
+void
+tracker_unlock (void)
+{
+  pthread_mutex_unlock (&bits_lock);
+}
+
+/*----------------------------------------------------------------------
+ * Sets.
+ */
+
+void
+set_free (struct bmf *f, struct bitmap_set *s)
+{
+  size_t i;
+
+  if (s == NULL)
+    return;
+  for (i = 0; i < s->nr; ++i) {
+    bmf_unmap (&s->bm[i].bits);
+    if (s->bm[i].reserved)
+      bmf_unreserve (f, s->bm[i].data_offset, s->bm[i].data_length);
+    free ((char *) s->bm[i].name);
+  }
+  for (i = 0; i < s->nr_views; ++i)
+    if (s->views[i].owned)
+      free (s->views[i].bits.words);
+  free (s->views);
+  free (s->bm);
+  free (s->recording);
+  free (s);
+}
+
+int
+set_refresh (struct bitmap_set *s)
+{
+  size_t i;
+
+  for (i = 0; i < s->nr; ++i)
+    if (s->bm[i].bits.words && bits_build_summary (&s->bm[i].bits) == -1)
+      return -1;
+  return 0;
+}
+
+const struct live_bitmap *
+set_find (const struct bitmap_set *s, const char *name)
+{
+  size_t i;
+
+  for (i = 0; i < s->nr_named; ++i)
+    if (strcmp (s->bm[i].name, name) == 0)
+      return &s->bm[i];
+  return NULL;
+}
+
+static void
+add_dirty (uint64_t offset, uint64_t length, bool dirty, void *opaque)
+{
+  if (dirty)
+    *(uint64_t *) opaque += length;
+}
+
+uint64_t
+set_dirty_bytes (const struct bitmap_set *s, const struct live_bitmap *lb)
+{
+  uint64_t bytes = 0;
+
+  if (lb->bits.words)
+    bits_for_each_run (&lb->bits, lb->gbits, s->disk_size, add_dirty,
+                       &bytes);
+  return bytes;
+}
+
+/* Build the views of the recording bitmaps: one per granularity (and
+ * size), the AND of its members.
+ */
+static int
+build_views (struct bitmap_set *s)
+{
+  const bool copy = dur_mode () == BMF_STRICT;
+  size_t i, j;
+
+  s->views = calloc (MAX (s->nr_recording, 1), sizeof *s->views);
+  if (s->views == NULL)
+    return -1;
+  for (i = 0; i < s->nr_recording; ++i) {
+    const struct live_bitmap *lb = s->recording[i];
+    struct fast_view *v;
+    uint64_t w, n = bits_nr_words (lb->bits.nr_bits);
+
+    for (j = 0; j < s->nr_views; ++j)
+      if (s->views[j].gbits == lb->gbits &&
+          s->views[j].bits.nr_bits == lb->bits.nr_bits)
+        break;
+    v = &s->views[j];
+    if (j == s->nr_views) {
+      /* The first member: its own bits, until a second one comes or
+       * strict mode needs a copy.
+       */
+      s->nr_views++;
+      v->gbits = lb->gbits;
+      v->bits.nr_bits = lb->bits.nr_bits;
+      v->bits.words = lb->bits.words;
+      v->owned = false;
+      if (!copy || n == 0)
+        continue;
+    }
+    if (n == 0)
+      continue;
+    if (!v->owned) {
+      uint64_t *words = malloc (n * sizeof *words);
+      if (words == NULL)
+        return -1;
+      memcpy (words, v->bits.words, n * sizeof *words);
+      v->bits.words = words;
+      v->owned = true;
+    }
+    for (w = 0; w < n; ++w)
+      v->bits.words[w] &= lb->bits.words[w];
+  }
+  return 0;
+}
+
+/* Whether old's member lb keeps recording into its region in st. */
+static bool
+kept (const struct bmf_state *st, const struct live_bitmap *lb)
+{
+  size_t i;
+
+  for (i = 0; i < st->nr_bitmaps; ++i) {
+    const struct bmf_bitmap *b = &st->bitmaps[i];
+    if (b->data_offset == lb->data_offset && b->gbits == lb->gbits &&
+        b->data_length == lb->data_length &&
+        (b->flags & BMF_ENABLED) && !(b->flags & BMF_INCONSISTENT))
+      return true;
+  }
+  return false;
+}
+
+/* Map one bitmap into lb and reserve its region. */
+static int
+map_member (struct bmf *f, const struct bmf_state *st,
+            const struct bmf_bitmap *b, bool writable,
+            struct live_bitmap *lb, struct bmerr *err)
+{
+  lb->gbits = b->gbits;
+  lb->flags = b->flags;
+  lb->recording = (b->flags & BMF_ENABLED) && !(b->flags & BMF_INCONSISTENT);
+  lb->data_offset = b->data_offset;
+  lb->data_length = b->data_length;
+  if (bmf_map (f, st, b, writable, &lb->bits, err) == -1)
+    return -1;
+  if ((lb->bits.words && bits_build_summary (&lb->bits) == -1) ||
+      bmf_reserve (f, b->data_offset, b->data_length) == -1) {
+    bmerr_set (err, errno, "bitmap %s: %s", b->name, strerror (errno));
+    bmf_unmap (&lb->bits);
+    return -1;
+  }
+  lb->reserved = true;
+  return 0;
+}
+
+struct bitmap_set *
+set_build (struct bmf *f, const struct bmf_state *st,
+           const struct bitmap_set *old, enum set_views views,
+           struct bmerr *err)
+{
+  size_t i, max = st->nr_bitmaps + (old ? old->nr_recording : 0);
+  struct bitmap_set *s = calloc (1, sizeof *s);
+
+  if (s == NULL ||
+      (s->bm = calloc (MAX (max, 1), sizeof *s->bm)) == NULL ||
+      (s->recording = calloc (MAX (max, 1), sizeof *s->recording)) == NULL)
+    goto nomem;
+  s->sized = st->sized;
+  s->disk_size = st->disk_size;
+  for (i = 0; i < st->nr_bitmaps; ++i) {
+    const struct bmf_bitmap *b = &st->bitmaps[i];
+    struct live_bitmap *lb = &s->bm[s->nr];
+
+    if ((lb->name = strdup (b->name)) == NULL)
+      goto nomem;
+    s->nr++;
+    s->nr_named++;
+    if (map_member (f, st, b, views != VIEWS_READONLY, lb, err) == -1)
+      goto err;
+    if (lb->recording && views != VIEWS_READONLY)
+      s->recording[s->nr_recording++] = lb;
+  }
+  for (i = 0; old && i < old->nr_recording; ++i) {
+    const struct live_bitmap *o = old->recording[i];
+    const struct bmf_bitmap ghost = {
+      .name = (char *) "(old data)", .gbits = o->gbits,
+      .flags = BMF_ENABLED, .data_offset = o->data_offset,
+      .data_length = o->data_length,
+    };
+    const struct bmf_state ost = { .sized = old->sized,
+                                   .disk_size = old->disk_size };
+    struct live_bitmap *lb = &s->bm[s->nr];
+
+    if (kept (st, o))
+      continue;
+    s->nr++;
+    if (map_member (f, &ost, &ghost, true, lb, err) == -1)
+      goto err;
+    s->recording[s->nr_recording++] = lb;
+  }
+  s->fast = views == VIEWS_LIVE;
+  if (s->fast && build_views (s) == -1)
+    goto nomem;
+  return s;
+
+ nomem:
+  bmerr_set (err, errno, "%s: cannot build the live bitmaps: %s",
+             bmf_path (f), strerror (errno));
+ err:
+  set_free (f, s);
+  return NULL;
+}
+
+struct bitmap_set *
+set_build_clean (const struct bitmap_set *like, uint64_t disk_size,
+                 struct bmerr *err)
+{
+  struct bitmap_set *s = calloc (1, sizeof *s);
+  size_t i;
+
+  if (s == NULL ||
+      (s->bm = calloc (MAX (like->nr_named, 1), sizeof *s->bm)) == NULL ||
+      (s->recording = calloc (1, sizeof *s->recording)) == NULL)
+    goto nomem;
+  s->sized = true;
+  s->disk_size = disk_size;
+  for (i = 0; i < like->nr_named; ++i) {
+    struct live_bitmap *lb = &s->bm[i];
+
+    if ((lb->name = strdup (like->bm[i].name)) == NULL)
+      goto nomem;
+    s->nr = ++s->nr_named;
+    lb->gbits = like->bm[i].gbits;
+    lb->flags = like->bm[i].flags;
+    lb->bits.nr_bits = bmf_nr_bits (disk_size, lb->gbits);
+    lb->bits.words = calloc (MAX (bits_nr_words (lb->bits.nr_bits), 1), 8);
+    if (lb->bits.words == NULL || bits_build_summary (&lb->bits) == -1)
+      goto nomem;
+  }
+  return s;
+
+ nomem:
+  bmerr_set (err, errno, "cannot build the bitmaps: %s", strerror (errno));
+  set_free (NULL, s);
+  return NULL;
+}
+
+/*----------------------------------------------------------------------
+ * The write path.
+ */
+
+/* The granules of 2^gbits bytes that [offset, offset+count) touches,
+ * clipped to b (a request past its end can only come from a
+ * connection that saw the disk bigger before another saw it shrink).
+ */
+static inline bool
+range_of (const struct bits *b, unsigned gbits,
+          uint64_t offset, uint32_t count, uint64_t *first, uint64_t *last)
+{
+  *first = offset >> gbits;
+  *last = (offset + count - 1) >> gbits;
+  if (*first >= b->nr_bits)
+    return false;
+  *last = MIN (*last, b->nr_bits - 1);
+  return true;
+}
+
+/* The fast test: are the granules dirty in every recording bitmap
+ * (and, in strict mode, durably so)?
+ */
+static inline bool
+all_dirty (const struct bitmap_set *s, uint64_t offset, uint32_t count)
+{
+  uint64_t first, last;
+  size_t i;
+
+  if (!s->fast)
+    return false;
+  for (i = 0; i < s->nr_views; ++i) {
+    const struct fast_view *v = &s->views[i];
+    if (range_of (&v->bits, v->gbits, offset, count, &first, &last) &&
+        !bits_all_set (&v->bits, first, last))
+      return false;
+  }
+  return true;
+}
+
+/* Set the bits in every recording bitmap of s (bits_lock held). */
+static void
+set_bits_locked (struct bitmap_set *s, uint64_t offset, uint32_t count,
+                 uint64_t ticket)
+{
+  uint64_t first, last;
+  size_t i;
+
+  for (i = 0; i < s->nr_recording; ++i) {
+    struct live_bitmap *lb = s->recording[i];
+    if (range_of (&lb->bits, lb->gbits, offset, count, &first, &last) &&
+        bits_set_range (&lb->bits, first, last) &&
+        dirtybitmap_debug_verbose)
+      nbdkit_debug ("dirtybitmap: %s: dirtied granules %" PRIu64
+                    "-%" PRIu64 " (ticket %" PRIu64 ")",
+                    lb->name ? lb->name : "(old data)", first, last, ticket);
+  }
+}
+
+/* Set the bits in the views of s (bits_lock held).  The views are set
+ * after the bitmaps: a lock-free reader that finds a bit in a view
+ * relies on the bitmaps having it.
+ */
+static void
+set_views_locked (struct bitmap_set *s, uint64_t offset, uint32_t count)
+{
+  uint64_t first, last;
+  size_t i;
+
+  for (i = 0; s->fast && i < s->nr_views; ++i) {
+    struct fast_view *v = &s->views[i];
+    if (v->owned &&
+        range_of (&v->bits, v->gbits, offset, count, &first, &last))
+      bits_set_range (&v->bits, first, last);
+  }
+}
+
+int
+tracker_track (uint64_t offset, uint32_t count, bool fua, int *err)
+{
+  struct bitmap_set *s = tracker_current ();
+  const bool strict = dur_mode () == BMF_STRICT;
+  uint64_t ticket;
+
+  if (count == 0)
+    return 0;
+  /* Recording or not, the disk changes from here on. */
+  if (!__atomic_load_n (&first_write_done, __ATOMIC_ACQUIRE)) {
+    if (first_write () == -1) {
+      *err = EIO;
+      return -1;
+    }
+    __atomic_store_n (&first_write_done, true, __ATOMIC_RELEASE);
+  }
+  if (s->nr_recording == 0)
+    return 0;
+
+  /* Fast path: no lock, no system call. */
+  if (all_dirty (s, offset, count)) {
+    if (strict || !fua)
+      return 0;
+    if (dur_sync_to (dur_requested ()) == 0)
+      return 0;
+    goto fail;
+  }
+
+  pthread_mutex_lock (&bits_lock);
+  s = current;
+  ticket = dur_take_ticket ();
+  set_bits_locked (s, offset, count, ticket);
+  if (!strict)
+    set_views_locked (s, offset, count);
+  pthread_mutex_unlock (&bits_lock);
+
+  if (!strict && !fua)
+    return 0;
+  if (dur_sync_to (ticket) == -1)
+    goto fail;
+  if (strict) {
+    pthread_mutex_lock (&bits_lock);
+    set_views_locked (s, offset, count);
+    pthread_mutex_unlock (&bits_lock);
+  }
+  return 0;
+
+ fail:
+  nbdkit_error ("dirtybitmap: the bitmaps cannot be made durable");
+  *err = EIO;
+  return -1;
+}

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* tracker.h: the live bitmaps, as sets of mapped bitmaps with fast
+ * views, and the write path that records into the current set.
+ */
+
+#ifndef DIRTYBITMAP_TRACKER_H
+#define DIRTYBITMAP_TRACKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bits.h"
+#include "bmfile.h"
+#include "error.h"
+
+struct live_bitmap {
+  const char *name;             /* NULL for a ghost (see tracker.c) */
+  unsigned gbits;
+  uint32_t flags;               /* BMF_ENABLED | BMF_INCONSISTENT */
+  bool recording;               /* enabled and consistent */
+  uint64_t data_offset;         /* its region of the file */
+  uint64_t data_length;
+  bool reserved;                /* the region is reserved for the set */
+  struct bits bits;             /* mapped shared from the file */
+};
+
+/* What the write path's fast test reads: for the recording bitmaps of
+ * one granularity, bit i is set only if granule i is dirty in every
+ * one of them (and, with durability=strict, known to be on stable
+ * storage).  It only gains bits while its set lives.  A lone bitmap
+ * in flush mode is its own view; otherwise the view is a copy.
+ */
+struct fast_view {
+  unsigned gbits;
+  struct bits bits;
+  bool owned;                   /* bits.words allocated for the view */
+};
+
+/* A set never changes once published, except that bits are set in
+ * it; it is replaced by publishing another and freed after a grace
+ * period (inflight.h).
+ */
+struct bitmap_set {
+  bool sized;                   /* false until a connection saw the disk */
+  uint64_t disk_size;
+  size_t nr;                    /* bitmaps: the named ones, then ghosts */
+  size_t nr_named;
+  struct live_bitmap *bm;       /* the named ones in directory order */
+  size_t nr_recording;
+  struct live_bitmap **recording;
+  bool fast;                    /* the views may be used */
+  size_t nr_views;
+  struct fast_view *views;      /* one per granularity of recording */
+};
+
+enum set_views {
+  VIEWS_NONE,                   /* every write takes the slow path */
+  VIEWS_LIVE,                   /* views are (copies of) the bits now */
+  VIEWS_READONLY,               /* mapped read-only: nothing records */
+};
+
+/* Build a set for state st of file f: every bitmap mapped writable
+ * and its region reserved.  With old, each region that records in old
+ * but not in st is kept recording too, as a ghost: a transitional set,
+ * which records both what was and what will be while a transaction
+ * commits.  In strict mode, VIEWS_LIVE views hold the bits as they
+ * are: the caller makes them durable before publishing the set.
+ * VIEWS_READONLY maps the bitmaps read-only, for a server that never
+ * writes (-r), and records nothing.
+ */
+extern struct bitmap_set *set_build (struct bmf *f,
+                                     const struct bmf_state *st,
+                                     const struct bitmap_set *old,
+                                     enum set_views views,
+                                     struct bmerr *err);
+/* A set of clean bitmaps in memory, named and flagged as in like, for
+ * a disk of disk_size bytes: what a read-only server makes of a file
+ * that has never seen its disk (no write was recorded, so nothing is
+ * dirty, whatever the size).
+ */
+extern struct bitmap_set *set_build_clean (const struct bitmap_set *like,
+                                           uint64_t disk_size,
+                                           struct bmerr *err);
+
+/* Rebuild the summaries of s from its bits (bits lock held): before
+ * publishing a set built while another one was current, whose writes
+ * set bits that s's summaries did not see.
+ */
+extern int set_refresh (struct bitmap_set *s);
+/* Unmap and free a set, and give its regions back (the caller holds
+ * the file's metadata lock).
+ */
+extern void set_free (struct bmf *f, struct bitmap_set *s);
+extern const struct live_bitmap *set_find (const struct bitmap_set *s,
+                                           const char *name);
+/* Bytes of the disk that are dirty in lb. */
+extern uint64_t set_dirty_bytes (const struct bitmap_set *s,
+                                 const struct live_bitmap *lb);
+
+/* Called before the first bit of this run is set (the file records
+ * that it is open); -1 fails the write.
+ */
+extern void tracker_init (int (*first_write) (void));
+
+/* The current set (lock-free; valid while the request is in flight). */
+extern struct bitmap_set *tracker_current (void);
+
+/* Publish s, which must not be used for writing before (bits lock
+ * held by the caller).
+ */
+extern void tracker_publish (struct bitmap_set *s);
+extern void tracker_lock (void);
+extern void tracker_unlock (void);
+
+/* Before passing a pwrite/zero/trim down: set the bits of every
+ * recording bitmap for [offset, offset+count), durably as the mode
+ * and fua demand.  On error sets *err and returns -1.
+ */
+extern int tracker_track (uint64_t offset, uint32_t count, bool fua,
+                          int *err);
+
+#endif /* DIRTYBITMAP_TRACKER_H */
