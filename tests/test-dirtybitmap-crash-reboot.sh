@@ -75,7 +75,7 @@ grep -A4 'name: src' info | grep -F "consistent: false"
 grep -A4 'name: off' info | grep -F "consistent: true"
 
 # Refused, each with the reason and the way out; the file is untouched.
-why="it was recording when the machine stopped uncleanly or its file could not be synced, so it may have missed changes"
+why="it was recording when the machine stopped uncleanly, when its file could not be synced, or when the disk was written without the filter, so it may have missed changes"
 refused ()
 {
     local msg="$1"; shift
@@ -100,16 +100,20 @@ refused "dirtybitmap: action merge:on on bitmap off failed: bitmap on is inconsi
 if rebooted dirtybitmap map disk.img.bitmaps on 2> err; then exit 1; fi
 grep -F "dirtybitmap: bitmap on is inconsistent: $why; remove it and take a full backup" err
 
-# The disabled bitmap still answers, with its bits.
+# The disabled bitmap still answers, with its bits; a read-only
+# server leaves the file as it is.
+sum=$(md5sum < disk.img.bitmaps)
 rebooted nbdkit -U - -r --filter="$FILTER" file disk.img bitmap=off \
          --run 'nbdinfo --map "$uri"' > map
 expect map <<'EOF2'
          0        4096    0  data
       4096     1044480    1  hole
 EOF2
+test "$(md5sum < disk.img.bitmaps)" = "$sum"
 
-# That run took the file over: the marks are now in the file, so they
-# hold on any boot, and the open record is gone.
+# A writable run takes the file over: the marks are now in the file,
+# so they hold on any boot, and the open record is gone.
+rebooted nbdkit -U - --filter="$FILTER" file disk.img bitmap=off --run true
 dirtybitmap info disk.img.bitmaps > info
 cat info
 grep -F "state: closed cleanly" info

@@ -44,7 +44,7 @@ h.pwrite(b"b", 16384)
     fi
     cat nbdkit-$stop.err
     grep -F "dirtybitmap: $bm: fdatasync: Input/output error" nbdkit-$stop.err
-    grep -F "dirtybitmap: $bm: the enabled bitmaps are marked inconsistent" \
+    grep -F "dirtybitmap: $bm: a sync of the bitmaps failed: every enabled bitmap is now inconsistent: take a full backup" \
          nbdkit-$stop.err
 
     dirtybitmap info "$bm" > info
@@ -83,7 +83,7 @@ nbdsh -u "nbd+unix:///?socket=$PWD/sock-grow" -c 'h.pwrite(b"c", 4096)' || :
 kill -9 $nbdkit_pid
 wait $nbdkit_pid || :
 cat nbdkit-grow.err
-grep -F "dirtybitmap: $bm: write header: Input/output error" nbdkit-grow.err
+grep -F "dirtybitmap: cannot resize the bitmaps to 2097152 bytes: $bm: write header: Input/output error" nbdkit-grow.err
 dirtybitmap check "$bm"
 dirtybitmap info "$bm" > info
 cat info

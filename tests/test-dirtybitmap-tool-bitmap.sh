@@ -101,10 +101,10 @@ for g in 0 256 1000 4G; do
     fails "dirtybitmap: -g $g: granularity must be a power of 2 from 512 to 2G" \
           --add -g $g $bm b2
 done
-fails "dirtybitmap: action add on bitmap  failed: bitmap name must be 1 to 1023 bytes" \
+fails "dirtybitmap: action add failed: the bitmap name \"\" must be 1 to 1023 bytes" \
       --add $bm ""
 long=$(printf 'n%.0s' {1..1024})
-fails "dirtybitmap: action add on bitmap $long failed: bitmap name must be 1 to 1023 bytes" \
+fails "dirtybitmap: action add failed: the bitmap name \"$long\" must be 1 to 1023 bytes" \
       --add $bm $long
 dirtybitmap bitmap --add --remove $bm ${long:1}
 fails "dirtybitmap: disk.img: not a dirtybitmap file (bad magic)" --add disk.img b0
@@ -259,7 +259,7 @@ fails "dirtybitmap: action remove on bitmap b1 failed: bitmap b1 not found" \
 # server): only --remove works on them, and a commit keeps the mark.
 python3 "$edit" $bm set flags 3
 python3 "$edit" $bm set boot_id 00000000-0000-0000-0000-000000000000
-why="bitmap b0 is inconsistent: it was recording when the machine stopped uncleanly or its file could not be synced, so it may have missed changes; remove it and take a full backup"
+why="bitmap b0 is inconsistent: it was recording when the machine stopped uncleanly, when its file could not be synced, or when the disk was written without the filter, so it may have missed changes; remove it and take a full backup"
 for a in clear enable disable; do
     fails "dirtybitmap: action $a on bitmap b0 failed: $why" --$a $bm b0
 done

@@ -119,7 +119,7 @@ cp $bm crash.bitmaps
 python3 "$edit" crash.bitmaps set flags 3
 python3 "$edit" crash.bitmaps set boot_id 00000000-0000-0000-0000-000000000000
 sum=$(md5sum < crash.bitmaps)
-tool_fails "dirtybitmap: bitmap b0 is inconsistent: it was recording when the machine stopped uncleanly or its file could not be synced, so it may have missed changes; remove it and take a full backup" map \
+tool_fails "dirtybitmap: bitmap b0 is inconsistent: it was recording when the machine stopped uncleanly, when its file could not be synced, or when the disk was written without the filter, so it may have missed changes; remove it and take a full backup" map \
       crash.bitmaps b0
 # A disabled bitmap did not record then: still consistent, and map
 # only reads.
