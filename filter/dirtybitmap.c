@@ -23,6 +23,8 @@
 
 #include "actions.h"
 #include "cmdline.h"
+#include "commands.h"
+#include "control.h"
 #include "durability.h"
 #include "extents.h"
 #include "inflight.h"
@@ -47,6 +49,8 @@ static mode_t disk_mode = 0600;         /* its permission bits */
 static enum extents_mode extents_mode = EXTENTS_DEFAULT;
 static enum bmf_durability durability = BMF_FLUSH;
 static const char *export_name = "";    /* export=: the tracked export */
+static char *control_path;              /* control=, absolute */
+static nbdkit_backend *backend;         /* from .after_fork */
 
 /* lib/ reports through these. */
 void
@@ -84,6 +88,7 @@ dirtybitmap_unload (void)
   free (bitmap_file);
   free (merge_file);
   free (disk_file);
+  free (control_path);
 }
 
 /*----------------------------------------------------------------------
@@ -193,6 +198,11 @@ dirtybitmap_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     export_name = value;
     return 0;
   }
+  else if (strcmp (key, "control") == 0) {
+    free (control_path);
+    control_path = nbdkit_absolute_path (value);
+    return control_path ? 0 : -1;
+  }
   else if (strcmp (key, "file") == 0) {
     plugin_file = value;        /* valid for the process lifetime */
     return next (nxdata, key, value);
@@ -297,7 +307,8 @@ dirtybitmap_config_complete (nbdkit_next_config_complete *next,
   "merge-file=PATH          Take merge sources from this bitmap file.\n" \
   "extents=bitmap|passthrough  Answer extents from bitmap= or from below.\n" \
   "durability=flush|strict  When bits reach stable storage (default flush).\n" \
-  "export=NAME              The export the bitmaps track (default \"\")."
+  "export=NAME              The export the bitmaps track (default \"\").\n" \
+  "control=PATH             Serve the control channel on this socket."
 
 /*----------------------------------------------------------------------
  * Lifecycle.
@@ -321,12 +332,72 @@ dirtybitmap_get_ready (int thread_model)
     .create_mode = disk_mode,
   };
 
-  return store_open (&cfg);
+  struct bmerr err;
+
+  if (store_open (&cfg) == -1)
+    return -1;
+  if (control_path && control_open (control_path, &err) == -1) {
+    nbdkit_error ("dirtybitmap: %s", err.msg);
+    store_close ();
+    return -1;
+  }
+  return 0;
+}
+
+/* Flush the layer below from the control thread (pause): through a
+ * context of its own, opened for the occasion.
+ */
+static int
+flush_plugin (struct bmerr *err)
+{
+  nbdkit_next *next;
+  int e = 0, r = 0;
+
+  next = nbdkit_next_context_open (backend, 0, export_name, 1);
+  if (next == NULL) {
+    bmerr_set (err, EIO, "cannot open the layer below to flush it");
+    return -1;
+  }
+  if (next->prepare (next) == -1)
+    r = -1;
+  else if (next->can_flush (next) == 1)
+    r = next->flush (next, 0, &e);
+  next->finalize (next);
+  nbdkit_next_context_close (next);
+  if (r == -1)
+    bmerr_set (err, e ? e : EIO, "flushing the layer below failed: %s",
+               strerror (e ? e : EIO));
+  return r;
+}
+
+/* A request held by a pause stops waiting when nbdkit shuts down or
+ * its client goes.
+ */
+static bool
+give_up (void)
+{
+  return nbdkit_nanosleep (0, 0) == -1;
+}
+
+static int
+dirtybitmap_after_fork (nbdkit_backend *b)
+{
+  struct bmerr err;
+
+  backend = b;
+  inflight_init (give_up);
+  commands_init (flush_plugin);
+  if (control_start (&err) == -1) {
+    nbdkit_error ("dirtybitmap: control=%s: %s", control_path, err.msg);
+    return -1;
+  }
+  return 0;
 }
 
 static void
-dirtybitmap_cleanup (nbdkit_backend *backend)
+dirtybitmap_cleanup (nbdkit_backend *b)
 {
+  control_close ();
   store_close ();
 }
 
@@ -419,14 +490,27 @@ dirtybitmap_can_extents (nbdkit_next *next, void *handle)
  * Data.  Every request is counted in flight for its whole life.
  */
 
+/* Enter, or fail the request: held by a pause, it had to give up. */
+static bool
+enter (unsigned *token, int *err)
+{
+  if (inflight_enter (token) == 0)
+    return true;
+  *err = ESHUTDOWN;
+  return false;
+}
+
 static int
 dirtybitmap_pread (nbdkit_next *next, void *handle,
                    void *buf, uint32_t count, uint64_t offset,
                    uint32_t flags, int *err)
 {
-  unsigned token = inflight_enter ();
-  int r = next->pread (next, buf, count, offset, flags, err);
+  unsigned token;
+  int r;
 
+  if (!enter (&token, err))
+    return -1;
+  r = next->pread (next, buf, count, offset, flags, err);
   inflight_exit (token);
   return r;
 }
@@ -436,9 +520,12 @@ dirtybitmap_pwrite (nbdkit_next *next, void *handle,
                     const void *buf, uint32_t count, uint64_t offset,
                     uint32_t flags, int *err)
 {
-  unsigned token = inflight_enter ();
-  int r = tracker_track (offset, count, flags & NBDKIT_FLAG_FUA, err);
+  unsigned token;
+  int r;
 
+  if (!enter (&token, err))
+    return -1;
+  r = tracker_track (offset, count, flags & NBDKIT_FLAG_FUA, err);
   if (r == 0)
     r = next->pwrite (next, buf, count, offset, flags, err);
   inflight_exit (token);
@@ -449,9 +536,12 @@ static int
 dirtybitmap_zero (nbdkit_next *next, void *handle,
                   uint32_t count, uint64_t offset, uint32_t flags, int *err)
 {
-  unsigned token = inflight_enter ();
-  int r = tracker_track (offset, count, flags & NBDKIT_FLAG_FUA, err);
+  unsigned token;
+  int r;
 
+  if (!enter (&token, err))
+    return -1;
+  r = tracker_track (offset, count, flags & NBDKIT_FLAG_FUA, err);
   if (r == 0)
     r = next->zero (next, count, offset, flags, err);
   inflight_exit (token);
@@ -462,9 +552,12 @@ static int
 dirtybitmap_trim (nbdkit_next *next, void *handle,
                   uint32_t count, uint64_t offset, uint32_t flags, int *err)
 {
-  unsigned token = inflight_enter ();
-  int r = tracker_track (offset, count, flags & NBDKIT_FLAG_FUA, err);
+  unsigned token;
+  int r;
 
+  if (!enter (&token, err))
+    return -1;
+  r = tracker_track (offset, count, flags & NBDKIT_FLAG_FUA, err);
   if (r == 0)
     r = next->trim (next, count, offset, flags, err);
   inflight_exit (token);
@@ -478,9 +571,12 @@ static int
 dirtybitmap_flush (nbdkit_next *next, void *handle, uint32_t flags,
                    int *err)
 {
-  unsigned token = inflight_enter ();
-  int r = dur_sync_to (dur_requested ());
+  unsigned token;
+  int r;
 
+  if (!enter (&token, err))
+    return -1;
+  r = dur_sync_to (dur_requested ());
   if (r == -1) {
     nbdkit_error ("dirtybitmap: the bitmaps cannot be made durable");
     *err = EIO;
@@ -504,7 +600,8 @@ dirtybitmap_extents (nbdkit_next *next, void *handle,
 
   if (h->bitmap == NULL)
     return next->extents (next, count, offset, flags, extents, err);
-  token = inflight_enter ();
+  if (!enter (&token, err))
+    return -1;
   s = tracker_current ();
   lb = set_find (s, h->bitmap);
   if (lb == NULL) {
@@ -522,9 +619,12 @@ static int
 dirtybitmap_cache (nbdkit_next *next, void *handle,
                    uint32_t count, uint64_t offset, uint32_t flags, int *err)
 {
-  unsigned token = inflight_enter ();
-  int r = next->cache (next, count, offset, flags, err);
+  unsigned token;
+  int r;
 
+  if (!enter (&token, err))
+    return -1;
+  r = next->cache (next, count, offset, flags, err);
   inflight_exit (token);
   return r;
 }
@@ -537,6 +637,7 @@ static struct nbdkit_filter filter = {
   .config_complete   = dirtybitmap_config_complete,
   .config_help       = dirtybitmap_config_help,
   .get_ready         = dirtybitmap_get_ready,
+  .after_fork        = dirtybitmap_after_fork,
   .cleanup           = dirtybitmap_cleanup,
   .default_export    = dirtybitmap_default_export,
   .list_exports      = dirtybitmap_list_exports,

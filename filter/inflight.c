@@ -10,7 +10,9 @@
  * and waits until both counts are zero.  A request adds itself to a
  * count and then reads `gate` (both sequentially consistent), so
  * either the closer sees its count, and waits for it, or it sees the
- * gate closed, takes itself out again and waits for the gate to open.
+ * gate closed, takes itself out again and waits for the gate to open
+ * (asking now and then whether to give up: nbdkit waits for every
+ * request before it exits, and a paused server must still exit).
  *
  * Grace periods (retiring a set of bitmaps).  The retirer has already
  * published the new set.  It moves `epoch` on and waits for the count
@@ -34,6 +36,7 @@
 #include <config.h>
 
 #include <stdint.h>
+#include <time.h>
 #include <pthread.h>
 
 #include "inflight.h"
@@ -49,6 +52,16 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static unsigned gate_depth;     /* under lock */
 static pthread_mutex_t grace_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool (*give_up) (void);
+
+/* How often a held request asks whether to give up. */
+#define HELD_POLL_NS 50000000
+
+void
+inflight_init (bool (*fn) (void))
+{
+  give_up = fn;
+}
 
 void
 inflight_exit (unsigned token)
@@ -61,23 +74,45 @@ inflight_exit (unsigned token)
   }
 }
 
-unsigned
-inflight_enter (void)
+/* Wait while the gate is closed; -1 if told to give up. */
+static int
+held (void)
+{
+  int r = 0;
+
+  pthread_mutex_lock (&lock);
+  while (r == 0 && __atomic_load_n (&s.gate, __ATOMIC_SEQ_CST)) {
+    struct timespec ts;
+
+    clock_gettime (CLOCK_REALTIME, &ts);
+    ts.tv_nsec += HELD_POLL_NS;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait (&changed, &lock, &ts);
+    if (__atomic_load_n (&s.gate, __ATOMIC_SEQ_CST) && give_up && give_up ())
+      r = -1;
+  }
+  pthread_mutex_unlock (&lock);
+  return r;
+}
+
+int
+inflight_enter (unsigned *token)
 {
   for (;;) {
     unsigned e = __atomic_load_n (&s.epoch, __ATOMIC_SEQ_CST);
 
     __atomic_add_fetch (&s.active[e & 1], 1, __ATOMIC_SEQ_CST);
     if (!__atomic_load_n (&s.gate, __ATOMIC_SEQ_CST) &&
-        __atomic_load_n (&s.epoch, __ATOMIC_SEQ_CST) == e)
-      return e;
-    inflight_exit (e);
-    if (__atomic_load_n (&s.gate, __ATOMIC_SEQ_CST)) {
-      pthread_mutex_lock (&lock);
-      while (__atomic_load_n (&s.gate, __ATOMIC_SEQ_CST))
-        pthread_cond_wait (&changed, &lock);
-      pthread_mutex_unlock (&lock);
+        __atomic_load_n (&s.epoch, __ATOMIC_SEQ_CST) == e) {
+      *token = e;
+      return 0;
     }
+    inflight_exit (e);
+    if (__atomic_load_n (&s.gate, __ATOMIC_SEQ_CST) && held () == -1)
+      return -1;
   }
 }
 

@@ -9,11 +9,16 @@
 
 #include <stdbool.h>
 
-/* Every data request of a disk connection runs between these.
- * inflight_enter waits while the gate is closed and returns a token
- * for inflight_exit.
+/* give_up says, for a request held at the closed gate, that it must
+ * stop waiting (nbdkit is shutting down, or its client has gone).
  */
-extern unsigned inflight_enter (void);
+extern void inflight_init (bool (*give_up) (void));
+
+/* Every data request of a disk connection runs between these.
+ * inflight_enter waits while the gate is closed and sets a token for
+ * inflight_exit; -1 if it gave up waiting (then it has not entered).
+ */
+extern int inflight_enter (unsigned *token);
 extern void inflight_exit (unsigned token);
 
 /* Close the gate (new requests wait at inflight_enter) and wait until

@@ -693,6 +693,12 @@ store_transaction (struct action *acts, size_t n, struct bmerr *err)
   return r;
 }
 
+bool
+store_is_bitmap_file (const char *path)
+{
+  return bmf_same_file (file, path);
+}
+
 int
 store_sync (struct bmerr *err)
 {

@@ -59,6 +59,9 @@ extern int store_select (const char *name, struct bmerr *err);
 extern int store_transaction (struct action *acts, size_t n,
                               struct bmerr *err);
 
+/* Whether path names the bitmap file of this store. */
+extern bool store_is_bitmap_file (const char *path);
+
 /* Make every bit set so far durable. */
 extern int store_sync (struct bmerr *err);
 

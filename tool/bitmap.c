@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "actions.h"
+#include "control-client.h"
 #include "dirtybitmap.h"
 #include "util.h"
 
@@ -27,9 +28,11 @@ bitmap_usage (int status)
 "Usage: %s bitmap (--add | --remove | --clear | --enable | --disable |\n"
 "                  --merge SRC)... [-b SOURCE_FILE] [-g GRANULARITY]\n"
 "                  [--size SIZE] FILE BITMAP\n"
+"       %s bitmap ACTIONS... --control SOCKET BITMAP\n"
 "\n"
-"Apply the actions, in order, to bitmap BITMAP of the bitmap file FILE.\n"
-"Either all of them take effect or none does.\n"
+"Apply the actions, in order, to bitmap BITMAP of the bitmap file FILE,\n"
+"or, with --control, of the nbdkit that serves the disk, through its\n"
+"control socket.  Either all of them take effect or none does.\n"
 "\n"
 "  --add            create BITMAP, empty and recording\n"
 "  --remove         delete BITMAP\n"
@@ -44,11 +47,13 @@ bitmap_usage (int status)
 "                   (default 64K)\n"
 "  --size SIZE      create FILE, for a disk of SIZE bytes, if it does\n"
 "                   not exist; else SIZE must be its disk size\n"
+"  --control SOCKET the control=SOCKET of a running filter\n"
 "\n"
 "Examples:\n"
 "  %s bitmap --add --size 10G disk.img.bitmaps b0\n"
-"  %s bitmap --clear --merge b1 disk.img.bitmaps b0\n",
-           prog, prog, prog);
+"  %s bitmap --clear --merge b1 disk.img.bitmaps b0\n"
+"  %s bitmap --add --control /run/disk.ctl b1\n",
+           prog, prog, prog, prog, prog);
   exit (status);
 }
 
@@ -58,6 +63,7 @@ struct opts {
   const char *source_file;
   int64_t granularity;          /* -1: not given */
   int64_t size;                 /* -1: not given */
+  const char *control;          /* --control SOCKET, or NULL */
 };
 
 static int
@@ -91,7 +97,7 @@ has (const struct opts *o, enum act_kind kind)
 static int
 parse (int argc, char *argv[], struct opts *o)
 {
-  enum { ADD = 256, REMOVE, CLEAR, ENABLE, DISABLE, MERGE, SIZE };
+  enum { ADD = 256, REMOVE, CLEAR, ENABLE, DISABLE, MERGE, SIZE, CONTROL };
   static const struct option long_options[] = {
     { "help", no_argument, NULL, 'h' },
     { "add", no_argument, NULL, ADD },
@@ -103,6 +109,7 @@ parse (int argc, char *argv[], struct opts *o)
     { "granularity", required_argument, NULL, 'g' },
     { "source-file", required_argument, NULL, 'b' },
     { "size", required_argument, NULL, SIZE },
+    { "control", required_argument, NULL, CONTROL },
     { NULL }
   };
   const char *gran = NULL;
@@ -119,6 +126,7 @@ parse (int argc, char *argv[], struct opts *o)
     case DISABLE: r = push (o, ACT_DISABLE, NULL); break;
     case MERGE: r = push (o, ACT_MERGE, optarg); break;
     case 'b': o->source_file = optarg; break;
+    case CONTROL: o->control = optarg; break;
     case 'g':
       gran = optarg;
       if ((o->granularity = parse_size (optarg)) == -1)
@@ -144,7 +152,12 @@ parse (int argc, char *argv[], struct opts *o)
   if (o->source_file && !has (o, ACT_MERGE))
     return bad_usage ("bitmap ", "Merge bitmap source file only supported "
                       "with --merge");
-  if (optind != argc - 2)
+  if (o->control && o->size != -1)
+    return bad_usage ("bitmap ", "--size creates FILE: not with --control");
+  if (o->control && optind != argc - 1)
+    return bad_usage ("bitmap ", "Expecting a bitmap name after --control "
+                      "SOCKET");
+  if (!o->control && optind != argc - 2)
     return bad_usage ("bitmap ", "Expecting filename and bitmap name");
   if (o->granularity != -1 &&
       bmf_granularity_problem (o->granularity))
@@ -170,6 +183,10 @@ open_target (const char *path, int64_t size)
     report_error (&err);
     if (err.errnum == ENOENT)
       fprintf (stderr, "%s: use --size SIZE to create it\n", prog);
+    if (err.errnum == EBUSY)
+      fprintf (stderr, "%s: to change the bitmaps of a served disk, use "
+               "--control SOCKET, the filter's control=SOCKET (see "
+               "nbdkit-dirtybitmap-filter(1), CONTROL)\n", prog);
     return NULL;
   }
   st = bmf_state (f);
@@ -203,6 +220,51 @@ open_source (struct bmf *f, const char *path, struct bmf **src)
   return 0;
 }
 
+/* The same actions, through a running filter's control socket. */
+static int
+live (const struct opts *o, const char *bitmap)
+{
+  json_object *actions = json_object_new_array (), *args, *ret;
+  char *file = NULL, *error;
+  size_t i;
+  int r;
+
+  if (o->source_file && (file = realpath (o->source_file, NULL)) == NULL) {
+    fprintf (stderr, "%s: %s: %s\n", prog, o->source_file,
+             strerror (errno));
+    json_object_put (actions);
+    return EXIT_FAILURE;
+  }
+  for (i = 0; i < o->n; ++i) {
+    const struct action *a = &o->acts[i];
+    json_object *j = json_object_new_object ();
+
+    json_object_object_add (j, "action",
+                            json_object_new_string (act_kind_name (a->kind)));
+    json_object_object_add (j, "bitmap", json_object_new_string (bitmap));
+    if (a->kind == ACT_ADD && o->granularity != -1)
+      json_object_object_add (j, "granularity",
+                              json_object_new_int64 (o->granularity));
+    if (a->kind == ACT_MERGE) {
+      json_object_object_add (j, "source", json_object_new_string (a->src));
+      if (file)
+        json_object_object_add (j, "file", json_object_new_string (file));
+    }
+    json_object_array_add (actions, j);
+  }
+  free (file);
+  args = json_object_new_object ();
+  json_object_object_add (args, "actions", actions);
+  r = control_call (o->control, control_request ("transaction", args),
+                    &ret, &error);
+  json_object_put (ret);
+  if (r == 1) {
+    fprintf (stderr, "%s: %s\n", prog, error);
+    free (error);
+  }
+  return r == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
 int
 do_bitmap (int argc, char *argv[])
 {
@@ -217,6 +279,10 @@ do_bitmap (int argc, char *argv[])
 
   if ((r = parse (argc, argv, &o)) != 0)
     goto out;
+  if (o.control) {
+    r = live (&o, argv[optind]);
+    goto out;
+  }
   r = EXIT_FAILURE;
   path = argv[optind];
   /* Like qemu-img, FILE first, then SOURCE_FILE. */

@@ -15,7 +15,10 @@
 #include <libgen.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "dirtybitmap.h"
+#include "utf8.h"
 #include "msg.h"
 #include "util.h"
 
@@ -134,17 +137,15 @@ parse_output (const char *sub, const char *value)
 void
 print_json_string (FILE *fp, const char *s)
 {
-  fputc ('"', fp);
-  for (; *s; ++s) {
-    unsigned char c = *s;
-    if (c == '"' || c == '\\')
-      fprintf (fp, "\\%c", c);
-    else if (c < 0x20)
-      fprintf (fp, "\\u%04x", c);
-    else
-      fputc (c, fp);
-  }
-  fputc ('"', fp);
+  char *valid = utf8_valid_copy (s);
+  json_object *o = valid ? json_object_new_string (valid) : NULL;
+
+  /* json-c escapes; bytes that are not UTF-8 are U+FFFD (utf8.h). */
+  fputs (o ? json_object_to_json_string_ext (o, JSON_C_TO_STRING_PLAIN |
+                                             JSON_C_TO_STRING_NOSLASHESCAPE)
+         : "\"\"", fp);
+  json_object_put (o);
+  free (valid);
 }
 
 void

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* info.c: dirtybitmap info: the disk size, the file's state and, for
  * each bitmap, its granularity, whether it records, whether it is
- * consistent and how many bytes are dirty.
+ * consistent and how many bytes are dirty: read from the file, or
+ * asked of the running filter through its control socket (--control),
+ * printed the same way.
  */
 
 #include <config.h>
@@ -14,6 +16,7 @@
 #include <errno.h>
 #include <getopt.h>
 
+#include "control-client.h"
 #include "dirtybitmap.h"
 #include "util.h"
 
@@ -22,16 +25,58 @@ info_usage (int status)
 {
   fprintf (status ? stderr : stdout,
 "Usage: %s info [--output=human|json] [-U] FILE\n"
+"       %s info [--output=human|json] --control SOCKET\n"
 "\n"
 "Show the disk size recorded in the bitmap file FILE and, for each\n"
 "bitmap, its granularity, whether it is recording, whether it is\n"
-"consistent and how many bytes are dirty.\n"
+"consistent and how many bytes are dirty.  With --control, ask the\n"
+"nbdkit that serves the disk, through its control socket.\n"
 "\n"
 "  --output=json     machine-readable output (see dirtybitmap(1))\n"
-"  -U, --force-share read a file that a running nbdkit holds (a snapshot)\n",
-           prog);
+"  -U, --force-share read a file that a running nbdkit holds (a snapshot)\n"
+"  --control SOCKET  the control=SOCKET of a running filter\n",
+           prog, prog);
   exit (status);
 }
+
+/* What info prints, from either source. */
+struct info_bitmap {
+  char *name;
+  uint64_t granularity;
+  bool recording, consistent;
+  uint64_t dirty;
+};
+
+struct info {
+  char *path;
+  bool sized;
+  uint64_t size;
+  const char *state;            /* "closed", "unclean", "in-use" */
+  char state_text[128];         /* the human "state:" line */
+  size_t nr;
+  struct info_bitmap *bm;
+};
+
+static void
+info_free (struct info *in)
+{
+  size_t i;
+
+  for (i = 0; i < in->nr; ++i)
+    free (in->bm[i].name);
+  free (in->bm);
+  free (in->path);
+}
+
+static const char *
+durability_name (uint32_t mode)
+{
+  return mode == BMF_STRICT ? "strict" : "flush";
+}
+
+/*----------------------------------------------------------------------
+ * From the file.
+ */
 
 static void
 add_dirty (uint64_t offset, uint64_t length, bool dirty, void *opaque)
@@ -40,39 +85,174 @@ add_dirty (uint64_t offset, uint64_t length, bool dirty, void *opaque)
     *(uint64_t *) opaque += length;
 }
 
-/* "in-use", "unclean" or "closed".  Somebody holds the write lock
- * (only possible with -U): it is open, whether or not it has recorded
- * a write yet.
+/* Somebody holds the write lock (only possible with -U): it is in use,
+ * whether or not it has recorded a write yet.
  */
-static const char *
-file_state (const struct bmf *f)
+static void
+file_state (const struct bmf *f, struct info *in)
 {
-  if (bmf_in_use (f))
-    return "in-use";
-  return bmf_unclean (f) ? "unclean" : "closed";
+  const struct bmf_state *st = bmf_state (f);
+
+  if (bmf_in_use (f)) {
+    in->state = "in-use";
+    if (st->open)
+      snprintf (in->state_text, sizeof in->state_text,
+                "in use (pid %" PRIu64 ", durability=%s)",
+                st->open_pid, durability_name (st->open_mode));
+    else
+      snprintf (in->state_text, sizeof in->state_text, "in use");
+  }
+  else if (bmf_unclean (f)) {
+    in->state = "unclean";
+    snprintf (in->state_text, sizeof in->state_text,
+              "not closed cleanly (pid %" PRIu64 ", durability=%s, %s)",
+              st->open_pid, durability_name (st->open_mode),
+              bmf_rebooted (f) ? "machine restarted since" : "same boot");
+  }
+  else {
+    in->state = "closed";
+    snprintf (in->state_text, sizeof in->state_text, "closed cleanly");
+  }
 }
 
 static int
-bitmap_dirty_bytes (struct bmf *f, const struct bmf_bitmap *bm,
-                    uint64_t *bytes)
+from_file (const char *path, bool force, struct info *in)
 {
+  const struct bmf_state *st;
   struct bmerr err;
-  struct bits b;
+  struct bmf *f;
+  size_t i;
+  int r = -1;
 
-  *bytes = 0;
-  if (bmf_read_bits (f, bm, &b, &err) == -1) {
+  f = bmf_open (path, force ? BMF_LOCK_NONE : BMF_LOCK_SHARED, &err);
+  if (f == NULL) {
     report_error (&err);
+    if (err.errnum == EBUSY)
+      fprintf (stderr, "%s: use -U to read it while it is in use, or "
+               "--control SOCKET to ask the server\n", prog);
     return -1;
   }
-  bits_for_each_run (&b, bm->gbits, bmf_state (f)->disk_size, add_dirty,
-                     bytes);
-  bmf_unmap (&b);
+  st = bmf_state (f);
+  in->path = strdup (bmf_path (f));
+  in->bm = calloc (MAX (st->nr_bitmaps, 1), sizeof *in->bm);
+  if (in->path == NULL || in->bm == NULL)
+    goto nomem;
+  in->sized = st->sized;
+  in->size = st->disk_size;
+  file_state (f, in);
+  for (i = 0; i < st->nr_bitmaps; ++i) {
+    const struct bmf_bitmap *bm = &st->bitmaps[i];
+    struct info_bitmap *b = &in->bm[i];
+    struct bits bits;
+
+    if ((b->name = strdup (bm->name)) == NULL)
+      goto nomem;
+    in->nr++;
+    b->granularity = UINT64_C (1) << bm->gbits;
+    b->consistent = !(bm->flags & BMF_INCONSISTENT);
+    b->recording = (bm->flags & BMF_ENABLED) && b->consistent;
+    if (bmf_read_bits (f, bm, &bits, &err) == -1) {
+      report_error (&err);
+      goto out;
+    }
+    bits_for_each_run (&bits, bm->gbits, st->disk_size, add_dirty,
+                       &b->dirty);
+    bmf_unmap (&bits);
+  }
+  r = 0;
+  goto out;
+
+ nomem:
+  perror (prog);
+ out:
+  bmf_close (f);
+  return r;
+}
+
+/*----------------------------------------------------------------------
+ * From the server.
+ */
+
+static bool
+get_bool (json_object *o, const char *key)
+{
+  json_object *v;
+  return json_object_object_get_ex (o, key, &v) && json_object_get_boolean (v);
+}
+
+static uint64_t
+get_u64 (json_object *o, const char *key)
+{
+  json_object *v;
+  return json_object_object_get_ex (o, key, &v) ?
+    (uint64_t) json_object_get_int64 (v) : 0;
+}
+
+static const char *
+get_str (json_object *o, const char *key)
+{
+  json_object *v;
+  return json_object_object_get_ex (o, key, &v) &&
+    json_object_is_type (v, json_type_string) ?
+    json_object_get_string (v) : "";
+}
+
+static int
+from_server (const char *socket, struct info *in)
+{
+  json_object *ret, *list, *size;
+  char *error;
+  size_t i, n;
+  int r;
+
+  r = control_call (socket, control_request ("query", NULL), &ret, &error);
+  if (r == 1) {
+    fprintf (stderr, "%s: %s\n", prog, error);
+    free (error);
+  }
+  if (r != 0)
+    return -1;
+  in->path = strdup (get_str (ret, "file"));
+  in->sized = json_object_object_get_ex (ret, "size", &size) &&
+    json_object_is_type (size, json_type_int);
+  in->size = in->sized ? (uint64_t) json_object_get_int64 (size) : 0;
+  in->state = "in-use";
+  snprintf (in->state_text, sizeof in->state_text,
+            "in use (pid %" PRIu64 ", durability=%s)", get_u64 (ret, "pid"),
+            get_str (ret, "durability"));
+  if (!json_object_object_get_ex (ret, "bitmaps", &list) ||
+      !json_object_is_type (list, json_type_array))
+    list = NULL;
+  n = list ? json_object_array_length (list) : 0;
+  in->bm = calloc (MAX (n, 1), sizeof *in->bm);
+  if (in->path == NULL || in->bm == NULL) {
+    perror (prog);
+    json_object_put (ret);
+    return -1;
+  }
+  for (i = 0; i < n; ++i) {
+    json_object *o = json_object_array_get_idx (list, i);
+    struct info_bitmap *b = &in->bm[in->nr];
+
+    if ((b->name = strdup (get_str (o, "name"))) == NULL)
+      continue;
+    in->nr++;
+    b->granularity = get_u64 (o, "granularity");
+    b->recording = get_bool (o, "recording");
+    b->consistent = get_bool (o, "consistent");
+    b->dirty = get_u64 (o, "dirty-bytes");
+  }
+  json_object_put (ret);
   return 0;
 }
 
+/*----------------------------------------------------------------------
+ * Printing.
+ */
+
 /* A name as text that cannot fake lines or drive the terminal:
- * control characters and backslashes are escaped (\n, \t, \\,
- * \xHH); everything else, UTF-8 included, is printed as it is.
+ * control characters and backslashes are escaped (\n, \t, \\, \xHH);
+ * everything else, UTF-8 included, is printed as it is.
  */
 static void
 print_escaped (const char *s)
@@ -93,103 +273,86 @@ print_escaped (const char *s)
 }
 
 static void
-print_human (struct bmf *f, const char *state, const uint64_t *dirty)
+print_human (const struct info *in)
 {
-  const struct bmf_state *st = bmf_state (f);
   char hs[32];
   size_t i;
 
   printf ("file: ");
-  print_escaped (bmf_path (f));
+  print_escaped (in->path);
   putchar ('\n');
   printf ("format version: %d\n", BMF_VERSION);
-  if (st->sized)
+  if (in->sized)
     printf ("disk size: %" PRIu64 " (%s)\n",
-            st->disk_size, human_size (st->disk_size, hs, sizeof hs));
+            in->size, human_size (in->size, hs, sizeof hs));
   else
     printf ("disk size: unknown (no client has connected yet)\n");
-  if (strcmp (state, "closed") == 0)
-    printf ("state: closed cleanly\n");
-  else if (strcmp (state, "in-use") == 0 && !st->open)
-    printf ("state: in use\n");
-  else if (strcmp (state, "in-use") == 0)
-    printf ("state: in use (pid %" PRIu64 ", durability=%s)\n",
-            st->open_pid, st->open_mode == BMF_STRICT ? "strict" : "flush");
-  else
-    printf ("state: not closed cleanly (pid %" PRIu64 ", durability=%s, %s)\n",
-            st->open_pid, st->open_mode == BMF_STRICT ? "strict" : "flush",
-            bmf_rebooted (f) ? "machine restarted since" : "same boot");
-  printf ("bitmaps:%s\n", st->nr_bitmaps ? "" : " none");
-  for (i = 0; i < st->nr_bitmaps; ++i) {
-    const struct bmf_bitmap *bm = &st->bitmaps[i];
-    bool consistent = !(bm->flags & BMF_INCONSISTENT);
+  printf ("state: %s\n", in->state_text);
+  printf ("bitmaps:%s\n", in->nr ? "" : " none");
+  for (i = 0; i < in->nr; ++i) {
+    const struct info_bitmap *b = &in->bm[i];
     printf ("    [%zu]:\n", i);
     printf ("        name: ");
-    print_escaped (bm->name);
+    print_escaped (b->name);
     putchar ('\n');
-    printf ("        granularity: %" PRIu64 "\n", UINT64_C (1) << bm->gbits);
-    printf ("        recording: %s\n",
-            (bm->flags & BMF_ENABLED) && consistent ? "true" : "false");
-    printf ("        consistent: %s\n", consistent ? "true" : "false");
+    printf ("        granularity: %" PRIu64 "\n", b->granularity);
+    printf ("        recording: %s\n", b->recording ? "true" : "false");
+    printf ("        consistent: %s\n", b->consistent ? "true" : "false");
     printf ("        dirty bytes: %" PRIu64 " (%s)\n",
-            dirty[i], human_size (dirty[i], hs, sizeof hs));
+            b->dirty, human_size (b->dirty, hs, sizeof hs));
   }
 }
 
 static void
-print_json (struct bmf *f, const char *state, const uint64_t *dirty)
+print_json (const struct info *in)
 {
-  const struct bmf_state *st = bmf_state (f);
   size_t i;
 
   printf ("{\n    \"filename\": ");
-  print_json_string (stdout, bmf_path (f));
+  print_json_string (stdout, in->path);
   printf (",\n    \"format-version\": %d,\n", BMF_VERSION);
-  if (st->sized)
-    printf ("    \"disk-size\": %" PRIu64 ",\n", st->disk_size);
+  if (in->sized)
+    printf ("    \"disk-size\": %" PRIu64 ",\n", in->size);
   else
     printf ("    \"disk-size\": null,\n");
-  printf ("    \"state\": \"%s\",\n", state);
+  printf ("    \"state\": \"%s\",\n", in->state);
   printf ("    \"bitmaps\": [");
-  for (i = 0; i < st->nr_bitmaps; ++i) {
-    const struct bmf_bitmap *bm = &st->bitmaps[i];
-    bool consistent = !(bm->flags & BMF_INCONSISTENT);
+  for (i = 0; i < in->nr; ++i) {
+    const struct info_bitmap *b = &in->bm[i];
     printf ("%s\n        {\n            \"name\": ", i ? "," : "");
-    print_json_string (stdout, bm->name);
+    print_json_string (stdout, b->name);
     printf (",\n            \"granularity\": %" PRIu64 ",\n",
-            UINT64_C (1) << bm->gbits);
+            b->granularity);
     printf ("            \"recording\": %s,\n",
-            (bm->flags & BMF_ENABLED) && consistent ? "true" : "false");
+            b->recording ? "true" : "false");
     printf ("            \"consistent\": %s,\n",
-            consistent ? "true" : "false");
-    printf ("            \"dirty-bytes\": %" PRIu64 "\n        }",
-            dirty[i]);
+            b->consistent ? "true" : "false");
+    printf ("            \"dirty-bytes\": %" PRIu64 "\n        }", b->dirty);
   }
-  printf ("%s]\n}\n", st->nr_bitmaps ? "\n    " : "");
+  printf ("%s]\n}\n", in->nr ? "\n    " : "");
 }
 
 int
 do_info (int argc, char *argv[])
 {
+  enum { CONTROL = 256 };
   static const struct option long_options[] = {
     { "help", no_argument, NULL, 'h' },
     { "output", required_argument, NULL, 'o' },
     { "force-share", no_argument, NULL, 'U' },
+    { "control", required_argument, NULL, CONTROL },
     { NULL }
   };
-  int c, json = 0;
+  struct info in = { .path = NULL };
+  const char *socket = NULL;
+  int c, json = 0, r;
   bool force = false;
-  struct bmf *f;
-  const struct bmf_state *st;
-  uint64_t *dirty;
-  const char *state;
-  struct bmerr err;
-  size_t i;
 
   while ((c = getopt_long (argc, argv, "hU", long_options, NULL)) != -1) {
     switch (c) {
     case 'h': info_usage (EXIT_SUCCESS);
     case 'U': force = true; break;
+    case CONTROL: socket = optarg; break;
     case 'o':
       if ((json = parse_output ("info ", optarg)) == -1)
         return EXIT_FAILURE;
@@ -197,36 +360,24 @@ do_info (int argc, char *argv[])
     default: return try_help ("info ");
     }
   }
-  if (optind != argc - 1)
-    return bad_usage ("info ", "expecting one FILE");
-
-  f = bmf_open (argv[optind], force ? BMF_LOCK_NONE : BMF_LOCK_SHARED,
-                &err);
-  if (f == NULL) {
-    report_error (&err);
-    if (err.errnum == EBUSY)
-      fprintf (stderr, "%s: use -U to read it while it is in use\n", prog);
-    return EXIT_FAILURE;
+  if (socket) {
+    if (optind != argc)
+      return bad_usage ("info ", "--control SOCKET takes no FILE");
+    if (force)
+      return bad_usage ("info ", "-U is for FILE, not --control");
+    r = from_server (socket, &in);
   }
-  st = bmf_state (f);
-  dirty = calloc (MAX (st->nr_bitmaps, 1), sizeof *dirty);
-  if (dirty == NULL) {
-    perror (prog);
-    bmf_close (f);
-    return EXIT_FAILURE;
+  else {
+    if (optind != argc - 1)
+      return bad_usage ("info ", "expecting one FILE");
+    r = from_file (argv[optind], force, &in);
   }
-  for (i = 0; i < st->nr_bitmaps; ++i)
-    if (bitmap_dirty_bytes (f, &st->bitmaps[i], &dirty[i]) == -1) {
-      free (dirty);
-      bmf_close (f);
-      return EXIT_FAILURE;
-    }
-  state = file_state (f);
-  if (json)
-    print_json (f, state, dirty);
-  else
-    print_human (f, state, dirty);
-  free (dirty);
-  bmf_close (f);
-  return EXIT_SUCCESS;
+  if (r == 0) {
+    if (json)
+      print_json (&in);
+    else
+      print_human (&in);
+  }
+  info_free (&in);
+  return r == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* commands.c: the control commands (nbdkit-dirtybitmap-filter(1),
+ * CONTROL): a checked request (protocol.c) run against the live
+ * bitmaps (store.c) and the requests in flight (inflight.c).  They run
+ * one at a time, on the control thread.
+ *
+ * pause closes the gate: requests that arrive wait, and the reply
+ * comes once none is in flight, the bitmaps are synced and the layer
+ * below is flushed: a consistent point for a storage snapshot.  The
+ * pause belongs to the client that asked for it: its resume, or its
+ * going away, opens the gate again.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nbdkit-filter.h>
+
+#include "commands.h"
+#include "inflight.h"
+#include "protocol.h"
+#include "store.h"
+#include "util.h"
+
+static int (*flush_plugin) (struct bmerr *err);
+static struct session *paused_by;
+
+void
+commands_init (int (*fn) (struct bmerr *err))
+{
+  flush_plugin = fn;
+}
+
+static const char *
+durability_name (enum bmf_durability d)
+{
+  return d == BMF_STRICT ? "strict" : "flush";
+}
+
+static json_object *
+query (struct bmerr *err)
+{
+  struct store_info info;
+  json_object *r, *list;
+  size_t i;
+
+  if (store_query (&info, err) == -1)
+    return NULL;
+  r = json_object_new_object ();
+  list = json_object_new_array ();
+  if (r == NULL || list == NULL) {
+    json_object_put (r);
+    json_object_put (list);
+    store_info_free (&info);
+    bmerr_set (err, ENOMEM, "out of memory");
+    return NULL;
+  }
+  json_object_object_add (r, "file", proto_string (info.path));
+  json_object_object_add (r, "size", info.sized ?
+                          json_object_new_int64 (info.size) : NULL);
+  json_object_object_add (r, "durability",
+                          json_object_new_string (durability_name
+                                                  (info.durability)));
+  json_object_object_add (r, "state", json_object_new_string (info.state));
+  json_object_object_add (r, "pid", json_object_new_int64 (getpid ()));
+  json_object_object_add (r, "read-only",
+                          json_object_new_boolean (info.readonly));
+  json_object_object_add (r, "paused",
+                          json_object_new_boolean (paused_by != NULL));
+  for (i = 0; i < info.nr; ++i) {
+    const struct store_bitmap_info *b = &info.bitmaps[i];
+    json_object *o = json_object_new_object ();
+
+    if (o == NULL)
+      continue;
+    json_object_object_add (o, "name", proto_string (b->name));
+    json_object_object_add (o, "granularity",
+                            json_object_new_int64 (b->granularity));
+    json_object_object_add (o, "recording",
+                            json_object_new_boolean (b->recording));
+    json_object_object_add (o, "consistent",
+                            json_object_new_boolean (b->consistent));
+    json_object_object_add (o, "dirty-bytes",
+                            json_object_new_int64 (b->dirty_bytes));
+    json_object_object_add (o, "selected",
+                            json_object_new_boolean (b->selected));
+    json_object_array_add (list, o);
+  }
+  json_object_object_add (r, "bitmaps", list);
+  json_object_object_add (r, "backup", NULL);
+  store_info_free (&info);
+  return r;
+}
+
+/* Open the other bitmap files that merges name (read-only), or point
+ * them at this one.
+ */
+static int
+transaction (const struct proto_request *req, struct bmerr *err)
+{
+  struct action *acts = calloc (req->nr_actions ? req->nr_actions : 1,
+                                sizeof *acts);
+  struct bmf **files = calloc (req->nr_actions ? req->nr_actions : 1,
+                               sizeof *files);
+  size_t i;
+  int r = -1;
+
+  if (acts == NULL || files == NULL) {
+    bmerr_set (err, ENOMEM, "out of memory");
+    goto out;
+  }
+  for (i = 0; i < req->nr_actions; ++i) {
+    const struct proto_action *p = &req->actions[i];
+    acts[i] = (struct action) {
+      .kind = p->kind, .bitmap = p->bitmap, .src = p->source,
+      .gbits = p->granularity ? log_2 (p->granularity)
+                              : BMF_DEFAULT_GBITS,
+    };
+    if (p->file && !store_is_bitmap_file (p->file)) {
+      files[i] = bmf_open (p->file, BMF_LOCK_SHARED, err);
+      if (files[i] == NULL) {
+        char buf[BMF_MAX_NAME + 16];
+        bmerr_prefix (err, "action %s on bitmap %s failed",
+                      act_to_string (&acts[i], buf, sizeof buf),
+                      p->bitmap);
+        goto out;
+      }
+      acts[i].src_file = files[i];
+    }
+  }
+  r = store_transaction (acts, req->nr_actions, err);
+
+ out:
+  for (i = 0; files && i < req->nr_actions; ++i)
+    bmf_close (files[i]);
+  free (files);
+  free (acts);
+  return r;
+}
+
+static int
+pause_disk (struct session *s, struct bmerr *err)
+{
+  if (paused_by) {
+    bmerr_set (err, EBUSY, "already paused%s",
+               paused_by == s ? "" : " by another control client");
+    return -1;
+  }
+  inflight_close ();
+  if (store_sync (err) == -1 || (flush_plugin && flush_plugin (err) == -1)) {
+    inflight_open ();
+    return -1;
+  }
+  paused_by = s;
+  s->paused = true;
+  nbdkit_debug ("dirtybitmap: paused");
+  return 0;
+}
+
+static int
+resume_disk (struct session *s, struct bmerr *err)
+{
+  if (!s->paused) {
+    bmerr_set (err, EINVAL, "not paused%s",
+               paused_by ? " by this control client" : "");
+    return -1;
+  }
+  s->paused = false;
+  paused_by = NULL;
+  inflight_open ();
+  nbdkit_debug ("dirtybitmap: resumed");
+  return 0;
+}
+
+char *
+commands_execute (struct session *s, const char *line, size_t len)
+{
+  struct proto_request req;
+  struct proto_error perr;
+  struct bmerr err = { 0 };
+  json_object *ret = NULL;
+  char *reply;
+  int r = 0;
+
+  if (proto_parse (line, len, &req, &perr) == -1) {
+    reply = proto_error_reply (req.id, perr.cls, perr.desc);
+    proto_request_free (&req);
+    return reply;
+  }
+  switch (req.cmd) {
+  case CMD_QUERY:
+    ret = query (&err);
+    r = ret ? 0 : -1;
+    break;
+  case CMD_TRANSACTION:
+    r = transaction (&req, &err);
+    break;
+  case CMD_SELECT:
+    r = store_select (req.bitmap, &err);
+    break;
+  case CMD_PAUSE:
+    r = pause_disk (s, &err);
+    break;
+  case CMD_RESUME:
+    r = resume_disk (s, &err);
+    break;
+  case CMD_BACKUP_BEGIN:
+  case CMD_BACKUP_END:
+    bmerr_set (&err, ENOTSUP, "backup views are not available");
+    r = -1;
+    break;
+  }
+  reply = r == 0 ? proto_reply (req.id, ret)
+    : proto_error_reply (req.id, "GenericError", err.msg);
+  proto_request_free (&req);
+  return reply;
+}
+
+void
+commands_end (struct session *s)
+{
+  struct bmerr err;
+
+  if (s->paused) {
+    nbdkit_debug ("dirtybitmap: the control client that paused has gone: "
+                  "resuming");
+    resume_disk (s, &err);
+  }
+}

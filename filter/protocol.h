@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* protocol.h: the control protocol's messages (nbdkit-dirtybitmap-
+ * filter(1), CONTROL): a request line parsed and checked into a
+ * struct, and replies built.  No I/O and no nbdkit: this is what the
+ * control fuzzer exercises.
+ */
+
+#ifndef DIRTYBITMAP_PROTOCOL_H
+#define DIRTYBITMAP_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "actions.h"
+
+#define PROTO_MAX_LINE      65536       /* bytes, without the newline */
+#define PROTO_MAX_ACTIONS   1024        /* in one transaction */
+
+enum proto_cmd {
+  CMD_QUERY, CMD_TRANSACTION, CMD_SELECT, CMD_PAUSE, CMD_RESUME,
+  CMD_BACKUP_BEGIN, CMD_BACKUP_END,
+};
+
+struct proto_action {
+  enum act_kind kind;
+  const char *bitmap;
+  uint64_t granularity;         /* add: bytes, 0 for the default */
+  const char *source;           /* merge */
+  const char *file;             /* merge: another bitmap file, or NULL */
+};
+
+/* The strings point into root, which the request owns. */
+struct proto_request {
+  json_object *root;
+  json_object *id;              /* echoed in the reply, or NULL */
+  enum proto_cmd cmd;
+  struct proto_action *actions; /* transaction */
+  size_t nr_actions;
+  const char *bitmap;           /* select (NULL: none), backup-begin */
+  const char *name;             /* backup-begin, backup-end */
+  const char *checkpoint;       /* backup-begin, or NULL */
+  const char *scratch;          /* backup-begin, or NULL */
+};
+
+struct proto_error {
+  const char *cls;              /* "GenericError", "CommandNotFound" */
+  char desc[1024];
+};
+
+/* Parse one request line (len bytes, no newline, not NUL-terminated)
+ * and check its command and arguments.  On error returns -1 with err
+ * set; req->id is still set when the line was an object with an "id",
+ * so that the error reply can carry it.
+ */
+extern int proto_parse (const char *line, size_t len,
+                        struct proto_request *req, struct proto_error *err);
+extern void proto_request_free (struct proto_request *req);
+
+/* Replies: one line of JSON (without the newline), malloced.  ret is
+ * consumed (NULL: {}).
+ */
+extern char *proto_reply (json_object *id, json_object *ret);
+extern char *proto_error_reply (json_object *id, const char *cls,
+                                const char *desc);
+
+/* A JSON string of s, made valid UTF-8 (utf8.h). */
+extern json_object *proto_string (const char *s);
+
+#endif /* DIRTYBITMAP_PROTOCOL_H */

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* control-client.c: talking to a running filter through its control
+ * socket (nbdkit-dirtybitmap-filter(1), CONTROL): one request, one
+ * reply, each a line of JSON.  Every wait is bounded, so a server that
+ * does not answer cannot hang the command.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "control-client.h"
+#include "dirtybitmap.h"
+
+#define REPLY_MAX (4 * 1024 * 1024)
+
+static int
+now_ms (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait for fd to be ready for events until deadline; -1 on timeout. */
+static int
+wait_for (int fd, short events, int deadline)
+{
+  struct pollfd p = { .fd = fd, .events = events };
+  int r, left;
+
+  for (;;) {
+    left = deadline - now_ms ();
+    if (left <= 0) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    r = poll (&p, 1, left);
+    if (r > 0)
+      return 0;
+    if (r == -1 && errno != EINTR)
+      return -1;
+  }
+}
+
+int
+control_call (const char *path, json_object *request, json_object **ret,
+              char **error)
+{
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  const int deadline = now_ms () + CONTROL_TIMEOUT_SECONDS * 1000;
+  const char *req = json_object_to_json_string_ext (request,
+                                                    JSON_C_TO_STRING_PLAIN);
+  char *buf = NULL, *nl = NULL;
+  size_t len = 0, cap = 0, sent = 0, reqlen = strlen (req);
+  json_object *reply = NULL, *v, *e;
+  int fd, r = -1;
+
+  *ret = NULL;
+  *error = NULL;
+  if (strlen (path) >= sizeof sun.sun_path) {
+    fprintf (stderr, "%s: --control %s: path too long\n", prog, path);
+    return -1;
+  }
+  memcpy (sun.sun_path, path, strlen (path));
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd == -1 || connect (fd, (struct sockaddr *) &sun, sizeof sun) == -1) {
+    fprintf (stderr, "%s: --control %s: cannot connect: %s\n", prog, path,
+             strerror (errno));
+    goto out;
+  }
+
+  /* The request, then a newline. */
+  while (sent <= reqlen) {
+    const char *p = sent < reqlen ? req + sent : "\n";
+    size_t n = sent < reqlen ? reqlen - sent : 1;
+    ssize_t w;
+    if (wait_for (fd, POLLOUT, deadline) == -1)
+      goto io_error;
+    w = send (fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w == -1 && errno != EAGAIN && errno != EINTR)
+      goto io_error;
+    if (w > 0)
+      sent += w;
+  }
+
+  /* One line back. */
+  while (nl == NULL) {
+    ssize_t got;
+    if (len + 4096 > cap) {
+      char *b;
+      if (cap + 65536 > REPLY_MAX) {
+        fprintf (stderr, "%s: --control %s: the reply is too long\n",
+                 prog, path);
+        goto out;
+      }
+      if ((b = realloc (buf, cap + 65536)) == NULL)
+        goto io_error;
+      buf = b;
+      cap += 65536;
+    }
+    if (wait_for (fd, POLLIN, deadline) == -1)
+      goto io_error;
+    got = recv (fd, buf + len, cap - len - 1, MSG_DONTWAIT);
+    if (got == 0) {
+      fprintf (stderr, "%s: --control %s: the server closed the connection "
+               "without a reply\n", prog, path);
+      goto out;
+    }
+    if (got == -1) {
+      if (errno == EAGAIN || errno == EINTR)
+        continue;
+      goto io_error;
+    }
+    len += got;
+    buf[len] = '\0';
+    nl = memchr (buf, '\n', len);
+  }
+  *nl = '\0';
+
+  reply = json_tokener_parse (buf);
+  if (reply == NULL || !json_object_is_type (reply, json_type_object)) {
+    fprintf (stderr, "%s: --control %s: not a control reply: %s\n",
+             prog, path, buf);
+    goto out;
+  }
+  if (json_object_object_get_ex (reply, "return", &v)) {
+    *ret = json_object_get (v);
+    r = 0;
+  }
+  else if (json_object_object_get_ex (reply, "error", &e) &&
+           json_object_object_get_ex (e, "desc", &v)) {
+    *error = strdup (json_object_get_string (v));
+    r = *error ? 1 : -1;
+  }
+  else
+    fprintf (stderr, "%s: --control %s: not a control reply: %s\n",
+             prog, path, buf);
+  goto out;
+
+ io_error:
+  fprintf (stderr, "%s: --control %s: %s\n", prog, path,
+           errno == ETIMEDOUT ? "no reply within " CONTROL_TIMEOUT_TEXT
+           : strerror (errno));
+ out:
+  json_object_put (reply);
+  free (buf);
+  if (fd >= 0)
+    close (fd);
+  return r;
+}
+
+json_object *
+control_request (const char *command, json_object *arguments)
+{
+  json_object *req = json_object_new_object ();
+
+  if (req == NULL) {
+    json_object_put (arguments);
+    return NULL;
+  }
+  json_object_object_add (req, "execute", json_object_new_string (command));
+  if (arguments)
+    json_object_object_add (req, "arguments", arguments);
+  return req;
+}

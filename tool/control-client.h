@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* control-client.h: one request to a running filter's control socket. */
+
+#ifndef DIRTYBITMAP_CONTROL_CLIENT_H
+#define DIRTYBITMAP_CONTROL_CLIENT_H
+
+#include <json-c/json.h>
+
+#define CONTROL_TIMEOUT_SECONDS 60
+#define CONTROL_TIMEOUT_TEXT "60 seconds"
+
+/* {"execute": command, "arguments": arguments} (consumed; may be
+ * NULL).
+ */
+extern json_object *control_request (const char *command,
+                                     json_object *arguments);
+
+/* Send request and wait for the reply: 0 with its "return" value in
+ * *ret (a new reference), 1 with the server's "desc" in *error
+ * (malloced), or -1 after printing what went wrong with the socket.
+ */
+extern int control_call (const char *path, json_object *request,
+                         json_object **ret, char **error);
+
+#endif /* DIRTYBITMAP_CONTROL_CLIENT_H */
