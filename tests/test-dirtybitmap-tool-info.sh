@@ -129,8 +129,10 @@ expect info.json <<'EOF2'
 }
 EOF2
 # --output=human is the default; options may follow the file.
-dirtybitmap info --output=human $bm | cmp - info.out
-dirtybitmap info $bm --output=json | cmp - info.json
+dirtybitmap info --output=human $bm > human.out
+cmp human.out info.out
+dirtybitmap info $bm --output=json > after.json
+cmp after.json info.json
 
 # Names and paths are escaped in JSON.
 cp $bm 'we"ird\.bitmaps'
