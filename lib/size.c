@@ -33,9 +33,9 @@ parse_size (const char *s)
   if (*end && (p = strchr (suffixes, toupper ((unsigned char) *end)))) {
     shift = 10 * (p - suffixes + 1);
     end++;
-    if (*end == 'i')
-      end++;
-    if (*end == 'B')
+    if (end[0] == 'i' && end[1] == 'B')
+      end += 2;
+    else if (*end == 'B')
       end++;
   }
   else if (*end == 'B' || *end == 'b')
@@ -56,9 +56,11 @@ human_size (uint64_t bytes, char *buf, size_t len)
   double v = bytes;
 
   /* Keep at most three digits before the point: 1000 bytes is
-   * 0.977 KiB, not 1000 B.
+   * 0.977 KiB, not 1000 B.  "%.3g" rounds 999.5 and more up to 1000,
+   * which it prints as "1e+03": that is the next unit's 0.976.
+   * (2^64 bytes are 16 EiB, so EiB always has room.)
    */
-  while (i < 6 && v >= 1000) {
+  while (i < 6 && v >= 999.5) {
     v /= 1024;
     i++;
   }
