@@ -21,6 +21,9 @@
 # The disk and the targets live in DIR (default /tmp); a tmpfs such as
 # /dev/shm takes the disk's writeback out of the measurement.
 set -e
+# set -e holds inside $(...) too: t[$c]=$(cell $c) stops the run when
+# any step of the cell fails, not only its last command.
+shopt -s inherit_errexit
 top="$(cd "$(dirname "$0")/.." && pwd)"
 rounds=5
 size_mib=1024
@@ -57,7 +60,7 @@ serve ()
 {
     nbdkit -U - -r --filter="$filter" file disk.img bitmap=b0 --run '
         start=$(date +%s%N)
-        '"$1"' >/dev/null 2>&1
+        '"$1"' >/dev/null 2>&1 || exit 1
         end=$(date +%s%N)
         awk -v s=$start -v e=$end "BEGIN { printf \"%.3f\\n\", (e - s) / 1e9 }"'
 }

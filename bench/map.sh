@@ -32,6 +32,9 @@
 
 set -e
 set -o pipefail
+# set -e holds inside $(...) too: iops=$(fio_run ...) stops the run
+# when fio fails, instead of reading an old fio.json.
+shopt -s inherit_errexit
 
 export LC_ALL=C
 # nbdsh needs Debian's python3 (with the nbd module).
@@ -351,6 +354,7 @@ fio_run ()
     f="${f//RUNTIME/$2}"
     echo "+ $f" >> "$log"
     local w="$work"
+    rm -f "$work/fio.json"
     eval "$f" >> "$log" 2>&1
     python3 -c '
 import json, sys
@@ -379,9 +383,11 @@ for spec in 1:flush 8:flush 32:flush 1:strict 32:strict; do
     pid="$(cat "$work/mem.pid")"
     # One connection first, so that the bitmaps are sized and mapped.
     nbdsh -u "$(uri mem)" -c 'h.get_size ()'
-    read -r mapped anon0 file0 <<< "$(mem_of "$pid" "$work/mem.bitmaps")"
+    m=$(mem_of "$pid" "$work/mem.bitmaps")
+    read -r mapped anon0 file0 <<< "$m"
     iops=$(fio_run mem "$runtime")
-    read -r mapped anon1 file1 <<< "$(mem_of "$pid" "$work/mem.bitmaps")"
+    m=$(mem_of "$pid" "$work/mem.bitmaps")
+    read -r mapped anon1 file1 <<< "$m"
     stop mem
     printf '  %-10s %10.1f %8d KiB %8d KiB %8d KiB %8d KiB %8s\n' "$n $mode" \
            "$(awk -v k="$mapped" 'BEGIN {print k / 1024}')" "$anon0" "$anon1" "$file0" "$file1" "$iops" |

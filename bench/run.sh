@@ -26,6 +26,8 @@
 
 set -e
 set -o pipefail
+# set -e holds inside $(...) too, as in the functions run there.
+shopt -s inherit_errexit
 
 export LC_ALL=C
 # nbdsh needs Debian's python3 (with the nbd module).

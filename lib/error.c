@@ -38,7 +38,9 @@ bmerr_prefix (struct bmerr *e, const char *fs, ...)
   n = n < sizeof e->msg - 2 ? n : sizeof e->msg - 3;
   e->msg[n++] = ':';
   e->msg[n++] = ' ';
-  rest = sizeof e->msg - n - 1;
-  strncpy (e->msg + n, old, rest);
-  e->msg[sizeof e->msg - 1] = '\0';
+  rest = strnlen (old, sizeof old);
+  if (rest > sizeof e->msg - n - 1)
+    rest = sizeof e->msg - n - 1;
+  memcpy (e->msg + n, old, rest);
+  e->msg[n + rest] = '\0';
 }

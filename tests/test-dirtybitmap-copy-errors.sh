@@ -10,17 +10,6 @@ set -x
 requires_dirtybitmap_filter
 requires nbdkit --filter=error null --version
 
-# fails WHAT CMD...: exit status 1 and WHAT on stderr.
-fails ()
-{
-    local what="$1" r=0
-    shift
-    "$@" > out 2> err || r=$?
-    cat out err
-    test "$r" -eq 1
-    grep -F -- "$what" err
-}
-
 dirtybitmap copy --help > help
 grep -F "Usage: dirtybitmap copy" help
 grep -F -- "--request-size SIZE" help
@@ -46,7 +35,7 @@ src=(nbdkit -U - -r --filter="$FILTER" file disk.img bitmap=b0 --run)
 truncate -s 2M big.img
 fails "copy: target big.img is 2097152 bytes but source nbd+unix:" \
       "${src[@]}" 'dirtybitmap copy "$uri" big.img'
-grep -F "is 1048576 bytes: the target must be a copy of the same disk" err
+grep -F "is 1048576 bytes: the target must be a copy of the same disk" fails.err
 sock="$tmpdir/big.sock"
 start_nbdkit -P "$tmpdir/big.pid" -U "$sock" file big.img
 fails "copy: target nbd+unix:///?socket=$sock is 2097152 bytes" \
@@ -90,4 +79,4 @@ start_nbdkit -P "$tmpdir/bad.pid" -U "$sock" --filter=error file bad.img \
              error-pwrite=EIO error-pwrite-rate=1
 fails "copy: target nbd+unix:///?socket=$sock: writing 65536 bytes at offset 65536: Input/output error" \
       "${src[@]}" "dirtybitmap copy \"\$uri\" 'nbd+unix:///?socket=$sock'"
-grep -Fx "dirtybitmap: copy incomplete: 0 of 65536 dirty bytes copied" err
+grep -Fx "dirtybitmap: copy incomplete: 0 of 65536 dirty bytes copied" fails.err

@@ -18,8 +18,8 @@ nbdkit -U - --filter="$FILTER" file disk.img bitmap=b0 action=add \
 for i in range(0, 16 << 20, 2 << 20):
     h.pwrite(b\"%d\" % i * 100000, i)
 "'
-dirty=$(dirtybitmap info disk.img.bitmaps |
-            sed -n 's/^ *dirty bytes: \([0-9]*\)\( (.*)\)\{0,1\}$/\1/p')
+dirtybitmap info disk.img.bitmaps > info
+dirty=$(sed -n 's/^ *dirty bytes: \([0-9]*\)\( (.*)\)\{0,1\}$/\1/p' info)
 test "$dirty" -gt $((4 * 1024 * 1024))
 
 for signal in TERM KILL; do

@@ -31,8 +31,8 @@ for i in range(30):
     else:
         h.pwrite(random.randbytes(n), off)
 "'
-dirty=$(dirtybitmap info disk.img.bitmaps |
-            sed -n 's/^ *dirty bytes: \([0-9]*\)\( (.*)\)\{0,1\}$/\1/p')
+dirtybitmap info disk.img.bitmaps > info
+dirty=$(sed -n 's/^ *dirty bytes: \([0-9]*\)\( (.*)\)\{0,1\}$/\1/p' info)
 test "$dirty" -gt 0
 map_of -r --filter="$FILTER" file disk.img bitmap=b0 > map
 cat map

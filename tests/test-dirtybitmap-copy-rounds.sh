@@ -16,8 +16,8 @@ export size
 # dirty_bytes: what "dirtybitmap info" says for b0.
 dirty_bytes ()
 {
-    dirtybitmap info disk.img.bitmaps |
-        sed -n 's/^ *dirty bytes: \([0-9]*\)\( (.*)\)\{0,1\}$/\1/p'
+    dirtybitmap info disk.img.bitmaps > info
+    sed -n 's/^ *dirty bytes: \([0-9]*\)\( (.*)\)\{0,1\}$/\1/p' info
 }
 
 # The full copy creates backup.img; the bitmap starts recording.

@@ -21,11 +21,15 @@ mount -t tmpfs -o size=300k tmpfs small
 cleanup_fn umount "$PWD/small"
 f="$PWD/small/disk.bitmaps"
 
-# state: what the tool shows of the file.
+# state: what the tool shows of the file (b0 at least).
 state ()
 {
-    dirtybitmap info "$f" | grep -v '^file:'
-    for b in $(dirtybitmap info "$f" | sed -n 's/ *name: //p'); do
+    local b
+
+    dirtybitmap info "$f" > state.info
+    grep -v '^file:' state.info
+    grep -F "name: b0" state.info > /dev/null
+    for b in $(sed -n 's/ *name: //p' state.info); do
         dirtybitmap map "$f" $b
     done
 }
@@ -36,16 +40,13 @@ dirtybitmap bitmap --add -g 1M --size 1T "$f" b0
 nbdkit -U - --filter="$FILTER" null 1T bitmap-file="$f" \
        --run 'nbdsh -u "$uri" -c "h.pwrite(b\"x\" * 512, 5 << 30)"'
 state > before
-if nbdkit -U - --filter="$FILTER" null 1T bitmap-file="$f" \
-          bitmap=b1 action=add granularity=64K --run true 2> err; then
-    exit 1
-fi
-cat err
-grep -F "nbdkit: error: dirtybitmap: action add on bitmap b1 failed: $f: cannot allocate 2097152 bytes: No space left on device" err
+fails "nbdkit: error: dirtybitmap: action add on bitmap b1 failed: $f: cannot allocate 2097152 bytes: No space left on device" \
+      nbdkit -U - --filter="$FILTER" null 1T bitmap-file="$f" \
+             bitmap=b1 action=add granularity=64K --run true
 state > after
 diff -u before after
-if dirtybitmap bitmap --add -g 64K "$f" b1 2> err; then exit 1; fi
-grep -F "dirtybitmap: action add on bitmap b1 failed: $f: cannot allocate 2097152 bytes: No space left on device" err
+tool_fails "dirtybitmap: action add on bitmap b1 failed: $f: cannot allocate 2097152 bytes: No space left on device" \
+           bitmap --add -g 64K "$f" b1
 state > after
 diff -u before after
 
@@ -54,6 +55,7 @@ diff -u before after
 if nbdkit -U - --filter="$FILTER" null 64T bitmap-file="$f" \
           --run 'nbdsh -u "$uri" -c "pass"; nbdsh -u "$uri" -c "pass"' \
           2> err; then
+    echo "$0: a connection that needs a resize that does not fit was served"
     exit 1
 fi
 cat err
@@ -68,7 +70,10 @@ test "$(stat -c %s "$f")" -lt 204800
 start_nbdkit -P "$PWD/pid" -U "$PWD/sock" --filter="$FILTER" null 1T \
              bitmap-file="$f"
 nbdsh -u "nbd+unix:///?socket=$PWD/sock" -c 'h.pwrite(b"y", 0)'
-if dd if=/dev/zero of=small/filler bs=4k 2> err; then exit 1; fi
+if dd if=/dev/zero of=small/filler bs=4k 2> err; then
+    echo "$0: the file system did not fill up"
+    exit 1
+fi
 grep -F "No space left on device" err
 nbdsh -u "nbd+unix:///?socket=$PWD/sock" -c '
 for i in range(1, 1024):
@@ -76,5 +81,6 @@ for i in range(1, 1024):
 h.flush()
 '
 kill_nbdkit "$(cat pid)"
-dirtybitmap info "$f" | grep -F "dirty bytes: 1073741824"
-dirtybitmap info "$f" | grep -F "state: closed cleanly"
+dirtybitmap info "$f" > info
+grep -F "dirty bytes: 1073741824" info
+grep -F "state: closed cleanly" info

@@ -32,7 +32,7 @@ h.pwrite(b\"e\", size - 1)
 "'
 
 nbdkit -U - -r --filter="$FILTER" file disk.img bitmap=b0 --run '
-dirtybitmap map -U disk.img.bitmaps b0 > tool.map
+dirtybitmap map -U disk.img.bitmaps b0 > tool.map || exit 1
 nbdsh --base-allocation -u "$uri" -c "
 import random, os, nbd
 g, size = int(os.environ[\"g\"]), int(os.environ[\"size\"])

@@ -25,7 +25,7 @@ for (( i = 0; i < 30; ++i )); do test -e "$bm" && break; sleep 0.1; done
 strace -f -o /dev/null -e trace=flock -e inject=flock:delay_enter=600000 \
        nbdkit -f -P "$PWD/pidb" -U "$PWD/sockb" --filter="$FILTER" \
        file disk.img bitmap=b0 action=add 2> b.err &
-cleanup_fn kill %2
+b=$!
 if wait $a; then
     echo "$0: the start with a failing action succeeded"; exit 1
 fi
@@ -46,7 +46,7 @@ grep -F "dirtybitmap: $bm: in use by another process" c.err
 
 # And what B recorded is in that file.
 kill_nbdkit $pidb
-wait %2 || :
+wait $b
 dirtybitmap map "$bm" b0 > map
 expect map <<'EOF2'
          0      131072    1  hole

@@ -7,8 +7,6 @@ set -e
 set -x
 requires_dirtybitmap_filter
 
-# fails MESSAGE ARGS...: dirtybitmap ARGS exits 1 saying MESSAGE.
-
 dirtybitmap --help > help.out
 for s in "info [--output=human|json] [-U] FILE" \
          "bitmap (--add | --remove | --clear | --enable | --disable |" \
@@ -19,17 +17,21 @@ for s in "info [--output=human|json] [-U] FILE" \
          "copy " "see dirtybitmap(1)"; do
     grep -F -- "$s" help.out
 done
-dirtybitmap -h | cmp - help.out
+dirtybitmap -h > h.out
+cmp h.out help.out
 
 version="$(sed -n 's/^PACKAGE_VERSION = //p' "$abs_top_builddir/Makefile")"
 test -n "$version"
-test "$(dirtybitmap --version)" = "dirtybitmap $version"
-test "$(dirtybitmap -V)" = "dirtybitmap $version"
+dirtybitmap --version > version.out
+test "$(cat version.out)" = "dirtybitmap $version"
+dirtybitmap -V > version.out
+test "$(cat version.out)" = "dirtybitmap $version"
 
 for sub in info bitmap map check; do
     dirtybitmap $sub --help > $sub.help
     head -n1 $sub.help | grep -F "Usage: dirtybitmap $sub "
-    dirtybitmap $sub -h | cmp - $sub.help
+    dirtybitmap $sub -h > $sub.h
+    cmp $sub.h $sub.help
 done
 for o in --output=json -U --force-share; do
     grep -F -- "$o" info.help
@@ -42,10 +44,7 @@ for o in --add --remove --clear --enable --disable "--merge SRC" \
 done
 
 # No subcommand: the usage, on stderr.
-r=0; dirtybitmap > none.out 2> none.err || r=$?
-test $r = 1
-test ! -s none.out
-grep -F "Usage:" none.err
+tool_fails "Usage:"
 tool_fails "dirtybitmap: unknown subcommand 'frob'" frob
 tool_fails "Try 'dirtybitmap --help' for more information." frob
 

@@ -46,18 +46,22 @@ write ()
 # The bitmaps, one line each: NAME GRANULARITY ENABLED.
 list_qemu ()
 {
-    qemu-img info --output=json disk.qcow2 | python3 -c '
+    qemu-img info --output=json disk.qcow2 > info.qemu
+    python3 - info.qemu <<'EOF2'
 import json, sys
-d = json.load(sys.stdin)
+d = json.load(open(sys.argv[1]))
 for b in d.get("format-specific", {}).get("data", {}).get("bitmaps", []):
-    print(b["name"], b["granularity"], "auto" in b["flags"])'
+    print(b["name"], b["granularity"], "auto" in b["flags"])
+EOF2
 }
 list_ours ()
 {
-    dirtybitmap info --output=json $bm | python3 -c '
+    dirtybitmap info --output=json $bm > info.ours
+    python3 - info.ours <<'EOF2'
 import json, sys
-for b in json.load(sys.stdin)["bitmaps"]:
-    print(b["name"], b["granularity"], b["recording"])'
+for b in json.load(open(sys.argv[1]))["bitmaps"]:
+    print(b["name"], b["granularity"], b["recording"])
+EOF2
 }
 
 # compare: same bitmaps, same dirty ranges.
@@ -69,9 +73,10 @@ compare ()
     diff -u list.qemu list.ours
     while read name g enabled; do
         nbdinfo --map=qemu:dirty-bitmap:$name -- \
-                [ qemu-nbd -r -f qcow2 -B $name disk.qcow2 ] |
-            "$oracle" qemu > want.$name
-        dirtybitmap map $bm $name | "$oracle" map > got.$name
+                [ qemu-nbd -r -f qcow2 -B $name disk.qcow2 ] > qemu.map
+        "$oracle" qemu < qemu.map > want.$name
+        dirtybitmap map $bm $name > ours.map
+        "$oracle" map < ours.map > got.$name
         diff -u want.$name got.$name
         cat got.$name >> all-ranges
     done < list.ours
@@ -169,7 +174,8 @@ if grep b5 list.ours; then
     echo "$0: the failed call left bitmap b5 behind"
     exit 1
 fi
-if list_qemu | grep -q b5; then
+list_qemu > list.qemu
+if grep -q b5 list.qemu; then
     qemu-img bitmap --remove disk.qcow2 b5
 fi
 compare

@@ -72,57 +72,6 @@ try_help (const char *sub)
   return EXIT_FAILURE;
 }
 
-char *
-human_size (uint64_t bytes, char *buf, size_t len)
-{
-  static const char *const units[] = {
-    "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"
-  };
-  unsigned i = 0;
-  double v = bytes;
-
-  /* Keep at most three digits before the point: 1000 bytes is
-   * 0.977 KiB, not 1000 B.
-   */
-  while (i < 6 && v >= 1000) {
-    v /= 1024;
-    i++;
-  }
-  snprintf (buf, len, "%.3g %s", v, units[i]);
-  return buf;
-}
-
-int64_t
-parse_size (const char *s)
-{
-  static const char suffixes[] = "KMGTPE";
-  const char *p;
-  char *end;
-  uint64_t v;
-  int shift = 0;
-
-  if (!isdigit ((unsigned char) *s))
-    return -1;
-  errno = 0;
-  v = strtoull (s, &end, 10);
-  if (errno)
-    return -1;
-  if (*end && (p = strchr (suffixes, toupper ((unsigned char) *end)))) {
-    shift = 10 * (p - suffixes + 1);
-    end++;
-    if (*end == 'i')
-      end++;
-    if (*end == 'B')
-      end++;
-  }
-  else if (*end == 'B' || *end == 'b')
-    end++;
-  if (*end || (shift && v > (UINT64_C (1) << (63 - shift)) - 1))
-    return -1;
-  v <<= shift;
-  return v > INT64_MAX ? -1 : (int64_t) v;
-}
-
 int
 parse_output (const char *sub, const char *value)
 {

@@ -306,7 +306,7 @@ test_one (const uint8_t *data, size_t size)
    * rule violations (an inconsistent bitmap, a name in use) just leave
    * an operation out.
    */
-  ops = size ? ~data[size - 1] : ~0u;
+  ops = size ? ~(unsigned) data[size - 1] : ~0u;
   t = bmf_txn_begin (f, false, NULL);
   if (t == NULL)
     die ("bmf_txn_begin");
