@@ -432,6 +432,9 @@ copy_run (const struct copy_options *o, struct copy_result *r)
   ret = copy_and_flush (&j);
 
  out:
+  /* A signal can also make a blocking call fail (libnbd's poll). */
+  if (ret == -1 && interrupt_requested ())
+    r->interrupted = true;
   /* The time of the copy, not of saying goodbye to the servers. */
   r->seconds = copy_now () - start;
   job_close (&j);

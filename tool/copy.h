@@ -9,9 +9,10 @@
  *   copy_print_summary (stdout, &o, &r, json);
  *   copy_result_free (&r);
  *
- * copy_run prints nothing but the progress display (when asked) and
- * notes about connections; every error is a value in the result, for
- * the caller to report.
+ * copy_run prints nothing but the progress display (when asked), a
+ * note when a server refuses the connections asked for, and debug
+ * messages; every error is a value in the result, for the caller to
+ * report.
  */
 
 #ifndef DIRTYBITMAP_COPY_H
