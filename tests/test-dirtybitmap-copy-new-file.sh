@@ -26,18 +26,25 @@ for m in 022:644 077:600; do
 done
 
 # A slow source: reads of 64K take 100ms each, eight in flight, so a
-# copy takes at least 1.6 seconds.
-sock="$tmpdir/src.sock"
-start_nbdkit -P "$tmpdir/src.pid" -U "$sock" -r \
-             --filter="$FILTER" --filter=delay file disk.img \
-             bitmap=b0 rdelay=100ms
-uri="nbd+unix:///?socket=$sock"
+# copy takes at least 1.6 seconds.  start_slow NAME starts one and sets
+# uri.  (nbdkit 1.32.5 itself can abort when a client vanishes while
+# requests sleep in the delay filter, so the kill -9 below gets a
+# server of its own.)
+start_slow ()
+{
+    local sock="$tmpdir/$1.sock"
+    start_nbdkit -P "$tmpdir/$1.pid" -U "$sock" -r \
+                 --filter="$FILTER" --filter=delay file disk.img \
+                 bitmap=b0 rdelay=100ms
+    uri="nbd+unix:///?socket=$sock"
+}
 slow=(dirtybitmap copy --full --connections 1 --requests 8
-      --request-size 64K "$uri")
+      --request-size 64K)
 
 # kill -9 in the middle: backup.img does not exist (while copying,
 # only its temporary file does) and never will.
-"${slow[@]}" backup.img > out 2> err &
+start_slow killed
+"${slow[@]}" "$uri" backup.img > out 2> err &
 copy=$!
 sleep 1
 test ! -e backup.img
@@ -46,13 +53,15 @@ kill -9 $copy
 wait $copy || true
 test ! -e backup.img
 rm -f backup.img.tmp-*
+kill_nbdkit "$(cat killed.pid)"
 # So the next incremental copy fails rather than succeeding on nothing.
+start_slow src
 tool_fails "dirtybitmap: copy: target backup.img: No such file or directory" \
            copy "$uri" backup.img
 
 # A file created at TARGET while the copy runs is left alone, and the
 # copy fails.
-"${slow[@]}" raced.img > out 2> err &
+"${slow[@]}" "$uri" raced.img > out 2> err &
 copy=$!
 sleep 0.5
 echo mine > raced.img
