@@ -467,6 +467,23 @@ finish_slot (struct loop *l, struct slot *s)
   free_slot (l, s);
 }
 
+/* Fail every slot still waiting for an operation. */
+static void
+abandon_slots (struct loop *l)
+{
+  unsigned i;
+
+  for (i = 0; i < l->c->requests; ++i) {
+    struct slot *s = &l->slots[i];
+    if (s->state != SLOT_FREE && !s->done) {
+      s->pending = 0;
+      s->err = EIO;
+      s->err_op = NULL;
+      s->done = true;
+    }
+  }
+}
+
 /* Wait for the source, the target or the interrupt pipe, and let
  * libnbd move on.  A handle that fails is dead: its commands in
  * flight have been failed by libnbd (their callbacks ran) and it is
@@ -509,8 +526,12 @@ poll_handles (struct loop *l)
     wake_i = nfds++;
   }
   if (src_i == -1 && dst_i == -1) {
-    /* Cannot happen: operations in flight on dead handles are failed. */
+    /* libnbd fails the commands in flight on a handle that dies or
+     * closes, so this should not happen; if it does, give the slots
+     * up rather than wait for ever.
+     */
     copy_error (c, "no connection left with operations in flight");
+    abandon_slots (l);
     return;
   }
 
