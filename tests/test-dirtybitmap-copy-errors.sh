@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # dirtybitmap copy refuses what it cannot do with a clear message and
 # exit status 1: bad options, a target of another size, a source
-# without base:allocation, a missing or read-only target, a target
-# that fails writes; --help works; --full creates a missing file.
+# without base:allocation, a missing or read-only target, a read-only
+# source with --trim-source, a target that fails writes; --help works;
+# --full creates a missing file.
 source ./functions.sh
 set -e
 set -x
@@ -13,6 +14,24 @@ requires nbdkit --filter=error null --version
 dirtybitmap copy --help > help
 grep -F "Usage: dirtybitmap copy" help
 grep -F -- "--request-size SIZE" help
+
+# Option errors read as those of the other subcommands: getopt's
+# message, then how to get help, and nothing else.
+tool_fails "dirtybitmap copy: unrecognized option '--frob'" \
+           copy --frob nbd://localhost t.img
+tool_fails "Try 'dirtybitmap copy --help' for more information." \
+           copy --frob nbd://localhost t.img
+test "$(wc -l < fails.err)" -eq 2
+tool_fails "dirtybitmap copy: invalid option -- 'x'" copy -x nbd://localhost t.img
+test "$(wc -l < fails.err)" -eq 2
+tool_fails "dirtybitmap copy: option '--requests' requires an argument" \
+           copy --requests
+tool_fails "Try 'dirtybitmap copy --help' for more information." \
+           copy --requests
+tool_fails "dirtybitmap: --output=xml: must be human or json" \
+           copy --output=xml nbd://localhost t.img
+tool_fails "Try 'dirtybitmap copy --help' for more information." \
+           copy --output=xml nbd://localhost t.img
 
 fails "expecting SOURCE_URI and TARGET" dirtybitmap copy nbd://localhost
 fails "--requests 0: must be a number from 1 to 1024" \
@@ -48,6 +67,11 @@ fails "copy: target missing.img: No such file or directory" \
 test ! -e missing.img
 "${src[@]}" 'dirtybitmap copy --full "$uri" missing.img'
 cmp disk.img missing.img
+
+# --trim-source needs a source that accepts trims: not a -r server.
+fails "copy: source nbd+unix:" \
+      "${src[@]}" 'dirtybitmap copy --trim-source "$uri" big.img'
+grep -F "does not accept trim requests (is it served read-only?)" fails.err
 
 # A read-only NBD target.
 cp disk.img ro.img

@@ -1,17 +1,33 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-file.c: a regular file or a block device as the target of
- * dirtybitmap copy: positioned writes, write-zeroes and the final
- * flush.
+/* copy-file.c: a regular file or a block device as the target of a
+ * copy: positioned writes, zeroes, the final flush, and a new file's
+ * way into place.
+ *
+ * Operations are synchronous (the callback runs before they return)
+ * and safe from several threads at once: pwrite and fallocate on one
+ * descriptor, plus a small lock for the writeback window.
+ *
+ * A new file (--full to a name that does not exist) is written under
+ * a temporary name in the same directory, NAME.tmp-XXXXXX, created
+ * with mode 0644 less the umask as NAME itself would have been, and
+ * set to its full size at once (sparse).  Only commit, after the
+ * final fdatasync, renames it to NAME (without replacing a NAME that
+ * appeared meanwhile) and syncs the directory; close removes it if it
+ * was not committed.  So NAME never holds a partial copy: a copy that
+ * fails or is interrupted leaves no NAME, and a later incremental copy
+ * to it fails instead of "completing" a backup that was never whole.
+ * Only a kill -9 or a crash can leave the temporary file behind.
+ *
+ * Zeroes are made without writing a buffer of them: a new file is
+ * zero already, so nothing is done; an existing regular file gets
+ * fallocate PUNCH_HOLE|KEEP_SIZE (the range becomes sparse), or
+ * ZERO_RANGE where holes cannot be punched; a block device gets
+ * BLKZEROOUT.  Only when the file system or device supports none of
+ * these are zeroes written, and the first failure is remembered so the
+ * unsupported call is not tried again.
  *
  * Each write is handed to writeback at once, and the page cache is
  * kept from filling with the copy (see written()).
- *
- * Zeroes are made without writing a buffer of them: a regular file
- * gets fallocate PUNCH_HOLE|KEEP_SIZE (the range becomes sparse), or
- * ZERO_RANGE where holes cannot be punched; a block device gets
- * BLKZEROOUT.  Only when the file system or device supports none of
- * these are zeroes written, and the first failure is remembered so
- * the unsupported call is not tried again.
  */
 
 #include <config.h>
@@ -24,65 +40,148 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <libgen.h>
 #include <sys/types.h>
 #include <sys/stat.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <linux/fs.h>
 #include <linux/falloc.h>
 
 #include "dirtybitmap.h"
 #include "msg.h"
-#include "copy.h"
+#include "copy-internal.h"
 #include "util.h"
 
-int
-file_target_open (struct file_target *t, const char *name, bool create,
-                  uint64_t size)
-{
-  struct stat st;
-  bool created = false;
+#define WRITEBACK_WINDOW 16
+#define NEW_FILE_MODE 0644      /* less the umask, as open(2) applies it */
+#define TEMP_TRIES 100
 
-  t->name = name;
-  pthread_mutex_init (&t->wb_lock, NULL);
-  t->fd = open (name, O_RDWR | O_CLOEXEC);
-  if (t->fd == -1 && errno == ENOENT && create) {
-    t->fd = open (name, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644);
-    created = t->fd >= 0;
+struct wb_range {
+  uint64_t offset, length;
+};
+
+struct file_target {
+  struct target t;              /* first: a struct target * is one of these */
+  int fd;
+  bool is_block_device;
+  char *temp;                   /* a new file's temporary name, until
+                                 * committed or removed */
+  bool fresh;                   /* a new file: every byte reads as zero
+                                 * until written */
+  /* Which ways to zero have failed as unsupported (set once). */
+  bool no_punch_hole, no_zero_range, no_blkzeroout;
+  /* The last ranges written, oldest at wb_next (see written()). */
+  pthread_mutex_t wb_lock;
+  struct wb_range wb[WRITEBACK_WINDOW];
+  unsigned wb_next;
+};
+
+static const struct target_ops file_ops;
+
+/* Create NAME.tmp-XXXXXX exclusively, with the mode a new NAME would
+ * get.  Returns the descriptor and sets *temp, or -1.
+ */
+static int
+create_temp (const char *name, char **temp)
+{
+  unsigned i;
+
+  for (i = 0; i < TEMP_TRIES; ++i) {
+    uint32_t rnd;
+    int fd;
+
+    if (getrandom (&rnd, sizeof rnd, 0) != sizeof rnd)
+      rnd = (uint32_t) getpid () * 2654435761u + i;
+    if (asprintf (temp, "%s.tmp-%06" PRIx32, name, rnd & 0xffffff) == -1) {
+      *temp = NULL;
+      return -1;
+    }
+    fd = open (*temp, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, NEW_FILE_MODE);
+    if (fd >= 0)
+      return fd;
+    free (*temp);
+    *temp = NULL;
+    if (errno != EEXIST)
+      return -1;
   }
-  if (t->fd == -1) {
-    bm_error ("copy: target %s: %s", name, strerror (errno));
-    return -1;
+  errno = EEXIST;
+  return -1;
+}
+
+struct target *
+file_target_open (const char *name, bool create, uint64_t size, char **errp)
+{
+  struct file_target *f;
+  struct stat st;
+
+  f = calloc (1, sizeof *f);
+  if (f == NULL) {
+    set_error (errp, "%s", strerror (errno));
+    return NULL;
   }
-  if (fstat (t->fd, &st) == -1) {
-    bm_error ("copy: target %s: fstat: %s", name, strerror (errno));
+  f->t.ops = &file_ops;
+  f->t.name = name;
+  f->t.multi_conn = true;
+  f->t.zero_size = UINT64_C (1) << 30;
+  pthread_mutex_init (&f->wb_lock, NULL);
+
+  f->fd = open (name, O_RDWR | O_CLOEXEC);
+  if (f->fd == -1 && errno == ENOENT && create) {
+    /* A dangling symbolic link is not a missing file. */
+    if (lstat (name, &st) == 0) {
+      set_error (errp, "target %s: a symbolic link to a missing file",
+                 name);
+      goto err;
+    }
+    f->fd = create_temp (name, &f->temp);
+    if (f->fd == -1) {
+      set_error (errp, "target %s: cannot create a temporary file next "
+                 "to it: %s", name, strerror (errno));
+      goto err;
+    }
+    f->fresh = true;
+    bm_debug ("copy: writing the new file %s as %s", name, f->temp);
+  }
+  if (f->fd == -1) {
+    set_error (errp, "target %s: %s", name, strerror (errno));
+    goto err;
+  }
+  if (fstat (f->fd, &st) == -1) {
+    set_error (errp, "target %s: fstat: %s", name, strerror (errno));
     goto err;
   }
   if (S_ISBLK (st.st_mode)) {
-    t->is_block_device = true;
-    if (ioctl (t->fd, BLKGETSIZE64, &t->size) == -1) {
-      bm_error ("copy: target %s: BLKGETSIZE64: %s", name, strerror (errno));
+    f->is_block_device = true;
+    if (ioctl (f->fd, BLKGETSIZE64, &f->t.size) == -1) {
+      set_error (errp, "target %s: BLKGETSIZE64: %s", name, strerror (errno));
       goto err;
     }
   }
   else if (S_ISREG (st.st_mode)) {
-    if (created && ftruncate (t->fd, size) == -1) {
-      bm_error ("copy: target %s: cannot make it %" PRIu64 " bytes: %s",
-                name, size, strerror (errno));
+    if (f->fresh && ftruncate (f->fd, size) == -1) {
+      set_error (errp, "target %s: cannot make it %" PRIu64 " bytes: %s",
+                 name, size, strerror (errno));
       goto err;
     }
-    t->size = created ? size : (uint64_t) st.st_size;
+    f->t.size = f->fresh ? size : (uint64_t) st.st_size;
   }
   else {
-    bm_error ("copy: target %s: not a regular file, a block device "
-              "or an NBD URI", name);
+    set_error (errp, "target %s: not a regular file, a block device "
+               "or an NBD URI", name);
     goto err;
   }
-  return 0;
+  return &f->t;
 
  err:
-  close (t->fd);
-  t->fd = -1;
-  return -1;
+  file_ops.close (&f->t, false);
+  return NULL;
+}
+
+static int
+file_connect (struct target *t, unsigned n, char **errp)
+{
+  return 0;                     /* one descriptor serves every thread */
 }
 
 /* Writeback of what the copy writes.  Left to itself, the kernel
@@ -96,34 +195,34 @@ file_target_open (struct file_target *t, const char *name, bool create,
  * makes the copy durable, and errors surface there.
  */
 static void
-written (struct file_target *t, uint64_t offset, uint64_t length)
+written (struct file_target *f, uint64_t offset, uint64_t length)
 {
   struct wb_range old;
 
   {
-    SCOPED_LOCK (&t->wb_lock);
-    old = t->wb[t->wb_next];
-    t->wb[t->wb_next] = (struct wb_range) { offset, length };
-    t->wb_next = (t->wb_next + 1) % WRITEBACK_WINDOW;
+    SCOPED_LOCK (&f->wb_lock);
+    old = f->wb[f->wb_next];
+    f->wb[f->wb_next] = (struct wb_range) { offset, length };
+    f->wb_next = (f->wb_next + 1) % WRITEBACK_WINDOW;
   }
-  sync_file_range (t->fd, offset, length, SYNC_FILE_RANGE_WRITE);
+  sync_file_range (f->fd, offset, length, SYNC_FILE_RANGE_WRITE);
   if (old.length) {
-    sync_file_range (t->fd, old.offset, old.length,
+    sync_file_range (f->fd, old.offset, old.length,
                      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
                      SYNC_FILE_RANGE_WAIT_AFTER);
-    posix_fadvise (t->fd, old.offset, old.length, POSIX_FADV_DONTNEED);
+    posix_fadvise (f->fd, old.offset, old.length, POSIX_FADV_DONTNEED);
   }
 }
 
-int
-file_target_write (struct file_target *t, const void *buf, size_t count,
-                   uint64_t offset)
+static int
+pwrite_all (struct file_target *f, const void *buf, size_t count,
+            uint64_t offset)
 {
   const char *p = buf;
   const uint64_t start = offset, length = count;
 
   while (count > 0) {
-    ssize_t r = pwrite (t->fd, p, count, offset);
+    ssize_t r = pwrite (f->fd, p, count, offset);
     if (r == -1) {
       if (errno == EINTR)
         continue;
@@ -133,7 +232,7 @@ file_target_write (struct file_target *t, const void *buf, size_t count,
     count -= r;
     offset += r;
   }
-  written (t, start, length);
+  written (f, start, length);
   return 0;
 }
 
@@ -158,11 +257,11 @@ flag_set (bool *flag)
 }
 
 static int
-write_zeroes (struct file_target *t, uint64_t count, uint64_t offset)
+write_zeroes (struct file_target *f, uint64_t count, uint64_t offset)
 {
   while (count > 0) {
-    size_t n = MIN (count, t->zero_buf_size);
-    if (file_target_write (t, t->zero_buf, n, offset) == -1)
+    size_t n = MIN (count, f->t.zero_buf_size);
+    if (pwrite_all (f, f->t.zero_buf, n, offset) == -1)
       return -1;
     count -= n;
     offset += n;
@@ -170,13 +269,16 @@ write_zeroes (struct file_target *t, uint64_t count, uint64_t offset)
   return 0;
 }
 
-int
-file_target_zero (struct file_target *t, uint64_t count, uint64_t offset)
+static int
+zero_range (struct file_target *f, uint64_t count, uint64_t offset)
 {
-  if (t->is_block_device) {
-    if (!flag_get (&t->no_blkzeroout)) {
+  if (f->fresh)
+    return 0;                   /* never written: zero already */
+
+  if (f->is_block_device) {
+    if (!flag_get (&f->no_blkzeroout)) {
       uint64_t range[2] = { offset, count };
-      if (ioctl (t->fd, BLKZEROOUT, range) == 0)
+      if (ioctl (f->fd, BLKZEROOUT, range) == 0)
         return 0;
       if (!unsupported (errno))
         return -1;
@@ -184,41 +286,166 @@ file_target_zero (struct file_target *t, uint64_t count, uint64_t offset)
        * size: keep trying BLKZEROOUT for aligned ranges.
        */
       if (errno != EINVAL)
-        flag_set (&t->no_blkzeroout);
+        flag_set (&f->no_blkzeroout);
     }
-    return write_zeroes (t, count, offset);
+    return write_zeroes (f, count, offset);
   }
 
-  if (!flag_get (&t->no_punch_hole)) {
-    if (fallocate (t->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+  if (!flag_get (&f->no_punch_hole)) {
+    if (fallocate (f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                    offset, count) == 0)
       return 0;
     if (!unsupported (errno))
       return -1;
-    flag_set (&t->no_punch_hole);
+    flag_set (&f->no_punch_hole);
   }
-  if (!flag_get (&t->no_zero_range)) {
-    if (fallocate (t->fd, FALLOC_FL_ZERO_RANGE, offset, count) == 0)
+  if (!flag_get (&f->no_zero_range)) {
+    if (fallocate (f->fd, FALLOC_FL_ZERO_RANGE, offset, count) == 0)
       return 0;
     if (!unsupported (errno))
       return -1;
-    flag_set (&t->no_zero_range);
+    flag_set (&f->no_zero_range);
   }
-  return write_zeroes (t, count, offset);
+  return write_zeroes (f, count, offset);
 }
 
-int
-file_target_flush (struct file_target *t)
+/* The operation is done: tell the caller, through the callback. */
+static int
+done (int r, struct target_cb cb)
 {
-  return fdatasync (t->fd);
+  int err = r == -1 ? errno : 0;
+
+  cb.fn (cb.opaque, &err);
+  return 0;
 }
 
-void
-file_target_close (struct file_target *t)
+static int
+file_write (struct target *t, unsigned conn, const void *buf, size_t count,
+            uint64_t offset, struct target_cb cb)
 {
-  if (t->fd >= 0) {
-    close (t->fd);
-    pthread_mutex_destroy (&t->wb_lock);
-  }
-  t->fd = -1;
+  return done (pwrite_all ((struct file_target *) t, buf, count, offset), cb);
 }
+
+static int
+file_zero (struct target *t, unsigned conn, uint64_t count, uint64_t offset,
+           struct target_cb cb)
+{
+  return done (zero_range ((struct file_target *) t, count, offset), cb);
+}
+
+static const char *
+file_last_error (struct target *t, int err)
+{
+  return strerror (err);
+}
+
+static int
+file_get_fd (struct target *t, unsigned conn, short *events)
+{
+  return -1;                    /* nothing is ever in flight */
+}
+
+static int
+file_notify (struct target *t, unsigned conn, short revents,
+             const char **msg)
+{
+  return 0;
+}
+
+static int
+file_flush (struct target *t, char **errp)
+{
+  struct file_target *f = (struct file_target *) t;
+
+  if (fdatasync (f->fd) == -1) {
+    set_error (errp, "target %s: fdatasync: %s", t->name, strerror (errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* fsync the directory holding name, so that a rename in it is
+ * durable.
+ */
+static int
+sync_dir_of (const char *name)
+{
+  char *copy = strdup (name);
+  int fd, r, saved;
+
+  if (copy == NULL)
+    return -1;
+  fd = open (dirname (copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  free (copy);
+  if (fd == -1)
+    return -1;
+  r = fsync (fd);
+  saved = errno;
+  close (fd);
+  errno = saved;
+  return r;
+}
+
+static int
+file_commit (struct target *t, char **errp)
+{
+  struct file_target *f = (struct file_target *) t;
+
+  if (f->temp == NULL)
+    return 0;                   /* written in place */
+
+  /* Never replace a NAME made by someone else during the copy. */
+  if (renameat2 (AT_FDCWD, f->temp, AT_FDCWD, t->name,
+                 RENAME_NOREPLACE) == -1) {
+    if (errno != EINVAL && errno != ENOSYS) {
+      set_error (errp, "target %s: cannot rename %s to it: %s%s",
+                 t->name, f->temp, strerror (errno),
+                 errno == EEXIST ? " (it was created during the copy)" : "");
+      return -1;
+    }
+    /* A file system without RENAME_NOREPLACE: link does not replace. */
+    if (link (f->temp, t->name) == -1) {
+      set_error (errp, "target %s: cannot link %s to it: %s",
+                 t->name, f->temp, strerror (errno));
+      return -1;
+    }
+    unlink (f->temp);
+  }
+  free (f->temp);
+  f->temp = NULL;
+  if (sync_dir_of (t->name) == -1) {
+    set_error (errp, "target %s: fsync of its directory: %s",
+               t->name, strerror (errno));
+    return -1;
+  }
+  return 0;
+}
+
+static void
+file_close (struct target *t, bool graceful)
+{
+  struct file_target *f = (struct file_target *) t;
+
+  if (f->fd >= 0)
+    close (f->fd);
+  if (f->temp) {
+    if (unlink (f->temp) == -1)
+      bm_error ("copy: target %s: cannot remove the temporary file %s: %s",
+                t->name, f->temp, strerror (errno));
+    free (f->temp);
+  }
+  pthread_mutex_destroy (&f->wb_lock);
+  free (f);
+}
+
+static const struct target_ops file_ops = {
+  .connect = file_connect,
+  .write = file_write,
+  .zero = file_zero,
+  .last_error = file_last_error,
+  .get_fd = file_get_fd,
+  .notify = file_notify,
+  .flush = file_flush,
+  .commit = file_commit,
+  .close = file_close,
+};

@@ -1,19 +1,26 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-ranges.c: the dirty ranges of the source, from its
- * base:allocation block status as nbdkit-dirtybitmap-filter answers
- * it: a hole is clean (not copied), data is dirty (copied), and zero
- * is dirty and now reads as zeroes (zeroed on the target).
+/* copy-ranges.c: the ranges of the source to bring to the target,
+ * from its base:allocation block status.
  *
- * A hole that also has the zero bit never comes from the filter (it
- * reports clean ranges as holes only); a server that sends one is
- * describing allocation, and the range reads as zeroes, so it is
- * zeroed on the target: taking it as dirty is always safe, taking it
- * as clean is not.
+ * An incremental copy (SCAN_DIRTY) reads the extents as
+ * nbdkit-dirtybitmap-filter answers them from a bitmap: a hole is
+ * clean (not copied), data is dirty (copied), and zero is dirty and
+ * now reads as zeroes (zeroed on the target).  A hole that also has
+ * the zero bit never comes from the filter (it reports clean ranges
+ * as holes only); a server that sends one is describing allocation,
+ * and the range reads as zeroes, so it is zeroed on the target: taking
+ * it as dirty is always safe, taking it as clean is not.
+ *
+ * A full copy (SCAN_ALL) covers every byte, and block status only
+ * tells which ranges need no reading: those with the zero bit.
+ * Everything else is data, holes included: through the filter with
+ * bitmap= a hole without the zero bit means "unchanged", not "zero",
+ * and reads as whatever the disk holds.
  *
  * The whole disk is scanned before copying starts, in requests of up
- * to 4G, so the total of dirty bytes is known for the progress bar and
- * for the "copy incomplete" message; the time this takes grows with
- * the number of ranges, not with the size of the disk.
+ * to 4G, so the total is known for the progress display and for the
+ * messages of a copy that stops; the time this takes grows with the
+ * number of extents, not with the size of the disk.
  */
 
 #include <config.h>
@@ -27,9 +34,7 @@
 
 #include <libnbd.h>
 
-#include "dirtybitmap.h"
-#include "msg.h"
-#include "copy.h"
+#include "copy-internal.h"
 #include "util.h"
 
 /* Largest block status request: 4G minus 64K keeps it within the 32
@@ -67,6 +72,7 @@ add_range (struct ranges *rs, uint64_t offset, uint64_t length, bool zero)
 
 struct scan {
   struct ranges *out;
+  enum scan_mode mode;
   uint64_t size;
   uint64_t pos;                 /* where the next extent must start */
   bool failed;                  /* out of memory or a bad reply */
@@ -98,7 +104,7 @@ extent_cb (void *opaque, const char *metacontext, uint64_t offset,
       if (add_range (s->out, s->pos, length, true) == -1)
         goto nomem;
     }
-    else if (!(type & LIBNBD_STATE_HOLE)) {
+    else if (s->mode == SCAN_ALL || !(type & LIBNBD_STATE_HOLE)) {
       if (add_range (s->out, s->pos, length, false) == -1)
         goto nomem;
     }
@@ -114,9 +120,9 @@ extent_cb (void *opaque, const char *metacontext, uint64_t offset,
 
 int
 scan_ranges (struct nbd_handle *src, const char *uri, uint64_t size,
-             struct ranges *out)
+             enum scan_mode mode, struct ranges *out, char **errp)
 {
-  struct scan s = { .out = out, .size = size, .pos = 0 };
+  struct scan s = { .out = out, .mode = mode, .size = size, .pos = 0 };
 
   while (s.pos < size) {
     uint64_t start = s.pos;
@@ -126,18 +132,18 @@ scan_ranges (struct nbd_handle *src, const char *uri, uint64_t size,
                           (nbd_extent_callback) { .callback = extent_cb,
                                                   .user_data = &s },
                           0) == -1) {
-      bm_error ("copy: source %s: block status at offset %" PRIu64
-                ": %s", uri, start, nbd_get_error ());
+      set_error (errp, "source %s: block status at offset %" PRIu64
+                 ": %s", uri, start, nbd_get_error ());
       return -1;
     }
     if (s.failed) {
-      bm_error ("copy: source %s: block status at offset %" PRIu64
-                ": %s", uri, start, s.msg);
+      set_error (errp, "source %s: block status at offset %" PRIu64
+                 ": %s", uri, start, s.msg);
       return -1;
     }
     if (s.pos == start) {
-      bm_error ("copy: source %s: block status at offset %" PRIu64
-                " returned no extents", uri, start);
+      set_error (errp, "source %s: block status at offset %" PRIu64
+                 " returned no extents", uri, start);
       return -1;
     }
   }
@@ -145,10 +151,10 @@ scan_ranges (struct nbd_handle *src, const char *uri, uint64_t size,
 }
 
 int
-full_range (uint64_t size, struct ranges *out)
+full_range (uint64_t size, struct ranges *out, char **errp)
 {
   if (add_range (out, 0, size, false) == -1) {
-    bm_error ("copy: %s", strerror (ENOMEM));
+    set_error (errp, "%s", strerror (ENOMEM));
     return -1;
   }
   return 0;

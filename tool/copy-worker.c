@@ -1,26 +1,40 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* copy-worker.c: the copying thread of one connection.
  *
- * Each thread owns its source handle (and its target handle when the
- * target is an NBD server) and runs its own poll(2) loop with up to
- * c->requests commands in flight, each in a slot with its own buffer:
+ * Each thread owns its source handle (and its connection of the
+ * target, see copy-target.h) and runs its own poll(2) loop with up to
+ * c->requests pieces of work in flight, each in a slot with its own
+ * buffer.  A piece goes through up to three stages:
  *
- *   data range:  nbd_aio_pread from the source; when it completes,
- *                pwrite to a file target, or nbd_aio_pwrite to an NBD
- *                target from the same buffer;
- *   zero range:  write-zeroes on the target (file: at once, see
- *                copy-file.c; NBD: nbd_aio_zero, or a write of zeroes
- *                if the server has no write-zeroes).
+ *   READ    data only: nbd_aio_pread_structured from the source.  The
+ *           chunk callback notes which bytes each reply chunk covers;
+ *           at the end they must cover the piece exactly, or the copy
+ *           fails (libnbd would otherwise leave the rest as it was,
+ *           zeroes, and report success).
+ *   TARGET  the piece on the target.  A zero range is one zero
+ *           operation.  Data is cut into blocks of SPARSE_SIZE (on
+ *           multiples of it on the disk): runs of blocks that read as
+ *           all zeroes become zero operations, the rest is written.
+ *           So a copy keeps the target sparse: a new file is zero
+ *           already and gets nothing, an existing file gets holes
+ *           punched, an NBD target gets write-zeroes.
+ *   TRIM    with trim_source only: nbd_aio_trim of the piece on the
+ *           source, once every operation on the target has ended
+ *           well.
  *
- * Threads take pieces of work from the shared cursor in struct copy
- * (at most request_size of data or zero_size of zeroes, ending on a
- * multiple of that size so that the following pieces are aligned).
+ * Threads take pieces from the shared cursor in struct copy (at most
+ * request_size of data or zero_size of zeroes, ending on a multiple
+ * of that size so that the following pieces are aligned).
  *
- * Completion callbacks only mark their slot; all further work happens
- * in the loop, outside libnbd's callbacks.  A failure anywhere records
- * the first error and sets c->stop: no new work starts, the commands
- * in flight are waited for (a dead handle fails them at once), and
- * only completed writes and zeroes count as copied.
+ * Callbacks (libnbd's, or a file target's, which runs at once) only
+ * count and mark their slot; all further work happens in the loop.
+ * Every operation of a stage holds a reference on its slot (pending);
+ * the stage is done when the last one ends.  Bytes count as copied or
+ * zeroed as each target operation succeeds.  A failure anywhere
+ * records the first error and sets c->stop; so does an interruption
+ * (the interrupt pipe becomes readable).  Then no new work starts and
+ * the operations in flight are waited for (a dead handle fails them
+ * at once).
  */
 
 #include <config.h>
@@ -32,43 +46,76 @@
 #include <string.h>
 #include <errno.h>
 #include <poll.h>
+#include <sys/types.h>
 
 #include <libnbd.h>
 
-#include "dirtybitmap.h"
-#include "msg.h"
-#include "copy.h"
+#include "copy-internal.h"
 #include "util.h"
+
+/* Data blocks checked for zeroes: the page and file system block. */
+#define SPARSE_SIZE 4096
 
 enum slot_state {
   SLOT_FREE,
-  SLOT_READ,                    /* reading from the source */
-  SLOT_WRITE,                   /* writing the data to an NBD target */
-  SLOT_ZERO,                    /* zeroing on an NBD target */
+  SLOT_READ,                    /* reading data from the source */
+  SLOT_TARGET,                  /* writing or zeroing on the target */
+  SLOT_TRIM,                    /* trimming on the source */
+};
+
+struct slot;
+
+/* One operation on the target, the callback's opaque. */
+struct op {
+  struct slot *s;
+  uint64_t offset, length;
+  bool zero;
+};
+
+/* A chunk of a read reply. */
+struct chunk {
+  uint64_t offset, length;
 };
 
 struct slot {
   enum slot_state state;
-  bool done;                    /* set by the completion callback */
-  int err;                      /* its errno, 0 on success */
-  uint64_t offset;
+  struct loop *l;
+  unsigned pending;             /* operations of the stage still running */
+  bool done;                    /* pending reached 0 */
+  int err;                      /* the first errno of the stage, or 0 */
+  const struct op *err_op;      /* and the target operation it came from */
+  uint64_t offset;              /* the piece */
   uint64_t length;
+  bool zero;                    /*   is a zero range */
   char *buf;                    /* grown to the largest piece read */
   size_t buf_size;
+  struct op *ops;               /* the target operations of the piece */
+  size_t ops_cap;
+  struct chunk *chunks;         /* the chunks of the read reply */
+  size_t nchunks, chunks_cap;
+  bool chunks_nomem;
 };
 
 struct loop {
   struct copy *c;
-  struct nbd_handle *src, *dst;
+  unsigned conn;
+  struct nbd_handle *src;
   bool src_dead, dst_dead;
+  bool woken;                   /* the interrupt pipe was seen readable */
   struct slot *slots;
-  unsigned in_flight;
+  unsigned in_flight;           /* slots not free */
 };
 
 static bool
 stopped (struct copy *c)
 {
   return __atomic_load_n (&c->stop, __ATOMIC_ACQUIRE);
+}
+
+static void
+add_done (uint64_t *counter, uint64_t n)
+{
+  __atomic_fetch_add (counter, n, __ATOMIC_RELAXED);
 }
 
 /* Take the next piece of work; false when there is none left. */
@@ -96,14 +143,253 @@ next_piece (struct copy *c, uint64_t *offset, uint64_t *length, bool *zero)
   return true;
 }
 
+/* A stage's operation has ended. */
+static void
+put_slot (struct slot *s, int err)
+{
+  if (err && !s->err)
+    s->err = err;
+  if (--s->pending == 0)
+    s->done = true;
+}
+
 static int
-slot_done (void *opaque, int *error)
+read_done (void *opaque, int *error)
+{
+  put_slot (opaque, *error);
+  return 1;                     /* retire the command */
+}
+
+static int
+read_chunk (void *opaque, const void *subbuf, size_t count, uint64_t offset,
+            unsigned status, int *error)
 {
   struct slot *s = opaque;
 
-  s->done = true;
-  s->err = *error;
-  return 1;                     /* retire the command */
+  if (status != LIBNBD_READ_DATA && status != LIBNBD_READ_HOLE)
+    return 0;                   /* an error chunk fails the read anyway */
+  if (s->nchunks == s->chunks_cap) {
+    size_t cap = s->chunks_cap ? s->chunks_cap * 2 : 4;
+    struct chunk *c = realloc (s->chunks, cap * sizeof *c);
+    if (c == NULL) {
+      s->chunks_nomem = true;
+      return 0;
+    }
+    s->chunks = c;
+    s->chunks_cap = cap;
+  }
+  s->chunks[s->nchunks++] = (struct chunk) { offset, count };
+  return 0;
+}
+
+static int
+target_done (void *opaque, int *error)
+{
+  struct op *op = opaque;
+  struct slot *s = op->s;
+
+  if (*error) {
+    if (!s->err)
+      s->err_op = op;
+  }
+  else if (op->zero)
+    add_done (&s->l->c->zeroed, op->length);
+  else
+    add_done (&s->l->c->copied, op->length);
+  put_slot (s, *error);
+  return 1;
+}
+
+static int
+compare_chunks (const void *a, const void *b)
+{
+  const struct chunk *x = a, *y = b;
+
+  return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Do the chunks of the read reply cover the piece exactly?  If not,
+ * fail the copy saying how.
+ */
+static bool
+read_complete (struct copy *c, struct slot *s)
+{
+  uint64_t pos = s->offset, covered = 0;
+  size_t i;
+
+  if (s->chunks_nomem) {
+    copy_error (c, "%s", strerror (ENOMEM));
+    return false;
+  }
+  if (s->nchunks > 1)
+    qsort (s->chunks, s->nchunks, sizeof *s->chunks, compare_chunks);
+  for (i = 0; i < s->nchunks; ++i) {
+    if (s->chunks[i].offset < pos) {
+      copy_error (c, "source %s: reading %" PRIu64 " bytes at offset %"
+                  PRIu64 ": the server's reply chunks overlap at offset %"
+                  PRIu64, c->src_name, s->length, s->offset,
+                  s->chunks[i].offset);
+      return false;
+    }
+    covered += s->chunks[i].length;
+    pos = s->chunks[i].offset + s->chunks[i].length;
+  }
+  if (covered != s->length) {
+    copy_error (c, "source %s: reading %" PRIu64 " bytes at offset %"
+                PRIu64 ": the server's reply covers only %" PRIu64
+                " of them", c->src_name, s->length, s->offset, covered);
+    return false;
+  }
+  return true;
+}
+
+static bool
+is_zero (const char *p, size_t n)
+{
+  size_t i;
+
+  for (i = 0; i < n && i < 16; ++i)
+    if (p[i])
+      return false;
+  return n <= 16 || memcmp (p, p + 16, n - 16) == 0;
+}
+
+static int
+add_op (struct slot *s, size_t *n, uint64_t offset, uint64_t length,
+        bool zero)
+{
+  if (*n == s->ops_cap) {
+    size_t cap = s->ops_cap ? s->ops_cap * 2 : 4;
+    struct op *ops = realloc (s->ops, cap * sizeof *ops);
+    if (ops == NULL)
+      return -1;
+    s->ops = ops;
+    s->ops_cap = cap;
+  }
+  s->ops[(*n)++] = (struct op) { s, offset, length, zero };
+  return 0;
+}
+
+/* The target operations of the piece in s: one zero, or the data cut
+ * into runs of zero and non-zero blocks.  Returns their number, or -1
+ * (out of memory).
+ */
+static ssize_t
+plan_ops (struct slot *s)
+{
+  uint64_t pos = s->offset, end = s->offset + s->length;
+  size_t n = 0;
+
+  if (s->zero)
+    return add_op (s, &n, s->offset, s->length, true) == -1 ? -1 : 1;
+
+  while (pos < end) {
+    uint64_t next = MIN (ROUND_DOWN (pos, SPARSE_SIZE) + SPARSE_SIZE, end);
+    bool zero = is_zero (s->buf + (pos - s->offset), next - pos);
+    struct op *last = n ? &s->ops[n - 1] : NULL;
+
+    if (last && last->zero == zero)
+      last->length += next - pos;
+    else if (add_op (s, &n, pos, next - pos, zero) == -1)
+      return -1;
+    pos = next;
+  }
+  return n;
+}
+
+static void
+error_in_op (struct copy *c, const struct op *op, const char *msg)
+{
+  copy_error (c, "target %s: %s %" PRIu64 " bytes at offset %" PRIu64
+              ": %s", c->dst_name, op->zero ? "zeroing" : "writing",
+              op->length, op->offset, msg);
+}
+
+/* Start the TARGET stage of s. */
+static void
+start_target (struct loop *l, struct slot *s)
+{
+  struct copy *c = l->c;
+  struct target *t = c->dst;
+  ssize_t n;
+  size_t i;
+
+  s->state = SLOT_TARGET;
+  s->pending = 1;               /* this function's own reference */
+  s->done = false;
+  s->err = 0;
+  s->err_op = NULL;
+  n = plan_ops (s);
+  if (n == -1) {
+    copy_error (c, "%s", strerror (ENOMEM));
+    n = 0;                      /* the slot is freed at once */
+  }
+  for (i = 0; i < (size_t) n; ++i) {
+    struct op *op = &s->ops[i];
+    struct target_cb cb = { .fn = target_done, .opaque = op };
+    int r;
+
+    s->pending++;
+    if (op->zero)
+      r = t->ops->zero (t, l->conn, op->length, op->offset, cb);
+    else
+      r = t->ops->write (t, l->conn, s->buf + (op->offset - s->offset),
+                         op->length, op->offset, cb);
+    if (r == -1) {
+      error_in_op (c, op, t->ops->last_error (t, errno));
+      s->pending--;
+      break;
+    }
+  }
+  put_slot (s, 0);
+}
+
+/* Start one piece of work in the free slot s.  Returns false when
+ * there is nothing left to start.
+ */
+static bool
+start_piece (struct loop *l, struct slot *s)
+{
+  struct copy *c = l->c;
+
+  if (!next_piece (c, &s->offset, &s->length, &s->zero))
+    return false;
+  l->in_flight++;
+  if (s->zero) {
+    start_target (l, s);
+    return true;
+  }
+
+  /* Small dirty ranges keep small buffers. */
+  if (s->buf_size < s->length) {
+    char *buf = realloc (s->buf, s->length);
+    if (buf == NULL) {
+      copy_error (c, "%s", strerror (errno));
+      s->done = true;
+      return true;
+    }
+    s->buf = buf;
+    s->buf_size = s->length;
+  }
+  s->state = SLOT_READ;
+  s->pending = 1;
+  s->done = false;
+  s->err = 0;
+  s->nchunks = 0;
+  s->chunks_nomem = false;
+  if (nbd_aio_pread_structured (l->src, s->buf, s->length, s->offset,
+                                (nbd_chunk_callback) {
+                                  .callback = read_chunk, .user_data = s },
+                                (nbd_completion_callback) {
+                                  .callback = read_done, .user_data = s },
+                                0) == -1) {
+    copy_error (c, "source %s: reading %" PRIu64 " bytes at offset %"
+                PRIu64 ": %s", c->src_name, s->length, s->offset,
+                nbd_get_error ());
+    s->pending = 0;
+    s->done = true;
+  }
+  return true;
 }
 
 static void
@@ -114,80 +400,29 @@ free_slot (struct loop *l, struct slot *s)
   l->in_flight--;
 }
 
+/* Start the TRIM stage of s. */
 static void
-add_done (uint64_t *counter, uint64_t n)
-{
-  __atomic_fetch_add (counter, n, __ATOMIC_RELAXED);
-}
-
-/* Start one piece of work in the free slot s.  Returns false when
- * there is nothing left to start.
- */
-static bool
-start_piece (struct loop *l, struct slot *s)
+start_trim (struct loop *l, struct slot *s)
 {
   struct copy *c = l->c;
-  nbd_completion_callback cb = { .callback = slot_done, .user_data = s };
-  uint64_t offset, length;
-  bool zero;
 
-  if (!next_piece (c, &offset, &length, &zero))
-    return false;
-  s->offset = offset;
-  s->length = length;
+  s->state = SLOT_TRIM;
+  s->pending = 1;
   s->done = false;
   s->err = 0;
-
-  if (zero && c->file) {
-    /* Synchronous: fallocate or an ioctl, no slot needed. */
-    if (file_target_zero (c->file, length, offset) == -1)
-      copy_error (c, "target %s: zeroing %" PRIu64 " bytes at offset %"
-                  PRIu64 ": %s", c->dst_name, length, offset,
-                  strerror (errno));
-    else
-      add_done (&c->zeroed, length);
-    return true;
-  }
-
-  if (zero) {
-    int64_t r;
-    if (c->dst_can_zero)
-      r = nbd_aio_zero (l->dst, length, offset, cb, 0);
-    else
-      r = nbd_aio_pwrite (l->dst, c->zero_buf, length, offset, cb, 0);
-    if (r == -1) {
-      copy_error (c, "target %s: zeroing %" PRIu64 " bytes at offset %"
-                  PRIu64 ": %s", c->dst_name, length, offset,
-                  nbd_get_error ());
-      return true;
-    }
-    s->state = SLOT_ZERO;
-    l->in_flight++;
-    return true;
-  }
-
-  /* Small dirty ranges keep small buffers. */
-  if (s->buf_size < length) {
-    char *buf = realloc (s->buf, length);
-    if (buf == NULL) {
-      copy_error (c, "%s", strerror (errno));
-      return true;
-    }
-    s->buf = buf;
-    s->buf_size = length;
-  }
-  if (nbd_aio_pread (l->src, s->buf, length, offset, cb, 0) == -1) {
-    copy_error (c, "source %s: reading %" PRIu64 " bytes at offset %"
-                PRIu64 ": %s", c->src_name, length, offset,
+  if (nbd_aio_trim (l->src, s->length, s->offset,
+                    (nbd_completion_callback) {
+                      .callback = read_done, .user_data = s },
+                    0) == -1) {
+    copy_error (c, "source %s: trimming %" PRIu64 " bytes at offset %"
+                PRIu64 ": %s", c->src_name, s->length, s->offset,
                 nbd_get_error ());
-    return true;
+    s->pending = 0;
+    s->done = true;
   }
-  s->state = SLOT_READ;
-  l->in_flight++;
-  return true;
 }
 
-/* Deal with a slot whose command has completed. */
+/* Deal with a slot whose stage has ended. */
 static void
 finish_slot (struct loop *l, struct slot *s)
 {
@@ -202,90 +437,101 @@ finish_slot (struct loop *l, struct slot *s)
                   strerror (s->err));
       break;
     }
-    if (stopped (c))
+    if (stopped (c) || !read_complete (c, s))
       break;
-    if (c->file) {
-      if (file_target_write (c->file, s->buf, s->length, s->offset) == -1)
-        copy_error (c, "target %s: writing %" PRIu64 " bytes at offset %"
-                    PRIu64 ": %s", c->dst_name, s->length, s->offset,
-                    strerror (errno));
-      else
-        add_done (&c->copied, s->length);
-      break;
-    }
-    if (nbd_aio_pwrite (l->dst, s->buf, s->length, s->offset,
-                        (nbd_completion_callback) { .callback = slot_done,
-                                                    .user_data = s },
-                        0) == -1) {
-      copy_error (c, "target %s: writing %" PRIu64 " bytes at offset %"
-                  PRIu64 ": %s", c->dst_name, s->length, s->offset,
-                  nbd_get_error ());
-      break;
-    }
-    s->state = SLOT_WRITE;
-    return;                     /* still in flight */
+    start_target (l, s);
+    return;
 
-  case SLOT_WRITE:
-  case SLOT_ZERO:
+  case SLOT_TARGET:
+    if (s->err) {
+      if (s->err_op)
+        error_in_op (c, s->err_op, strerror (s->err));
+      break;
+    }
+    if (c->trim_source && !stopped (c)) {
+      start_trim (l, s);
+      return;
+    }
+    break;
+
+  case SLOT_TRIM:
     if (s->err)
-      copy_error (c, "target %s: %s %" PRIu64 " bytes at offset %" PRIu64
-                  ": %s", c->dst_name,
-                  s->state == SLOT_WRITE ? "writing" : "zeroing",
-                  s->length, s->offset, strerror (s->err));
-    else if (s->state == SLOT_WRITE)
-      add_done (&c->copied, s->length);
-    else
-      add_done (&c->zeroed, s->length);
+      copy_error (c, "source %s: trimming %" PRIu64 " bytes at offset %"
+                  PRIu64 ": %s", c->src_name, s->length, s->offset,
+                  strerror (s->err));
     break;
 
   case SLOT_FREE:
-    abort ();
+    break;                      /* failed before it started */
   }
   free_slot (l, s);
 }
 
-/* Wait for one of the handles to be ready and let libnbd move on.
- * A handle that fails is dead: its commands in flight have been
- * failed by libnbd (their callbacks ran) and it is polled no more.
+/* Fail every slot still waiting for an operation. */
+static void
+abandon_slots (struct loop *l)
+{
+  unsigned i;
+
+  for (i = 0; i < l->c->requests; ++i) {
+    struct slot *s = &l->slots[i];
+    if (s->state != SLOT_FREE && !s->done) {
+      s->pending = 0;
+      s->err = EIO;
+      s->err_op = NULL;
+      s->done = true;
+    }
+  }
+}
+
+/* Wait for the source, the target or the interrupt pipe, and let
+ * libnbd move on.  A handle that fails is dead: its commands in
+ * flight have been failed by libnbd (their callbacks ran) and it is
+ * polled no more.
  */
 static void
 poll_handles (struct loop *l)
 {
   struct copy *c = l->c;
-  struct nbd_handle *h[2];
-  bool *dead[2];
-  const char *what[2], *name[2];
-  struct pollfd fds[2];
-  int idx[2];
-  int nfds = 0, i;
+  struct target *t = c->dst;
+  struct pollfd fds[3];
+  int nfds = 0, src_i = -1, dst_i = -1, wake_i = -1;
 
-  h[0] = l->src; dead[0] = &l->src_dead;
-  what[0] = "source"; name[0] = c->src_name;
-  h[1] = l->dst; dead[1] = &l->dst_dead;
-  what[1] = "target"; name[1] = c->dst_name;
-
-  for (i = 0; i < 2; ++i) {
-    unsigned dir;
-    int fd;
-
-    if (h[i] == NULL || *dead[i])
-      continue;
-    fd = nbd_aio_get_fd (h[i]);
+  if (!l->src_dead) {
+    int fd = nbd_aio_get_fd (l->src);
     if (fd == -1) {
-      copy_error (c, "%s %s: %s", what[i], name[i], nbd_get_error ());
-      *dead[i] = true;
-      continue;
+      copy_error (c, "source %s: %s", c->src_name, nbd_get_error ());
+      l->src_dead = true;
     }
-    dir = nbd_aio_get_direction (h[i]);
-    fds[nfds].fd = fd;
-    fds[nfds].events = ((dir & LIBNBD_AIO_DIRECTION_READ) ? POLLIN : 0) |
-      ((dir & LIBNBD_AIO_DIRECTION_WRITE) ? POLLOUT : 0);
-    fds[nfds].revents = 0;
-    idx[nfds++] = i;
+    else {
+      unsigned dir = nbd_aio_get_direction (l->src);
+      fds[nfds] = (struct pollfd) {
+        .fd = fd,
+        .events = ((dir & LIBNBD_AIO_DIRECTION_READ) ? POLLIN : 0) |
+                  ((dir & LIBNBD_AIO_DIRECTION_WRITE) ? POLLOUT : 0),
+      };
+      src_i = nfds++;
+    }
   }
-  if (nfds == 0) {
-    /* Cannot happen: commands in flight on dead handles are failed. */
-    copy_error (c, "no connection left with commands in flight");
+  if (!l->dst_dead) {
+    short events = 0;
+    int fd = t->ops->get_fd (t, l->conn, &events);
+    if (fd >= 0) {
+      fds[nfds] = (struct pollfd) { .fd = fd, .events = events };
+      dst_i = nfds++;
+    }
+  }
+  if (!l->woken && c->wake_fd >= 0) {
+    fds[nfds] = (struct pollfd) { .fd = c->wake_fd, .events = POLLIN };
+    wake_i = nfds++;
+  }
+  if (src_i == -1 && dst_i == -1) {
+    /* libnbd fails the commands in flight on a handle that dies or
+     * closes, so this should not happen; if it does, give the slots
+     * up rather than wait for ever.
+     */
+    copy_error (c, "no connection left with operations in flight");
+    abandon_slots (l);
     return;
   }
 
@@ -295,30 +541,54 @@ poll_handles (struct loop *l)
     return;
   }
 
-  for (i = 0; i < nfds; ++i) {
-    int k = idx[i], r = 0;
-    unsigned dir = nbd_aio_get_direction (h[k]);
-    short rev = fds[i].revents;
+  if (wake_i >= 0 && (fds[wake_i].revents & POLLIN)) {
+    l->woken = true;
+    copy_stop (c);
+  }
+  if (src_i >= 0) {
+    unsigned dir = nbd_aio_get_direction (l->src);
+    short rev = fds[src_i].revents;
+    int r = 0;
 
     if ((dir & LIBNBD_AIO_DIRECTION_READ) &&
         (rev & (POLLIN | POLLHUP | POLLERR)))
-      r = nbd_aio_notify_read (h[k]);
+      r = nbd_aio_notify_read (l->src);
     else if ((dir & LIBNBD_AIO_DIRECTION_WRITE) &&
              (rev & (POLLOUT | POLLHUP | POLLERR)))
-      r = nbd_aio_notify_write (h[k]);
+      r = nbd_aio_notify_write (l->src);
     if (r == -1) {
-      copy_error (c, "%s %s: %s", what[k], name[k], nbd_get_error ());
-      *dead[k] = true;
+      copy_error (c, "source %s: %s", c->src_name, nbd_get_error ());
+      l->src_dead = true;
     }
-    else if (nbd_aio_is_closed (h[k]) == 1 || nbd_aio_is_dead (h[k]) == 1) {
+    else if (nbd_aio_is_closed (l->src) == 1 ||
+             nbd_aio_is_dead (l->src) == 1) {
       /* End of file where a reply could start: libnbd calls that a
        * close, not an error, but the commands in flight are lost.
        */
-      copy_error (c, "%s %s: the server closed the connection",
-                  what[k], name[k]);
-      *dead[k] = true;
+      copy_error (c, "source %s: the server closed the connection",
+                  c->src_name);
+      l->src_dead = true;
     }
   }
+  if (dst_i >= 0) {
+    const char *msg = NULL;
+    if (t->ops->notify (t, l->conn, fds[dst_i].revents, &msg) == -1) {
+      copy_error (c, "target %s: %s", c->dst_name,
+                  msg ? msg : "connection failed");
+      l->dst_dead = true;
+    }
+  }
+}
+
+static bool
+any_done (struct loop *l)
+{
+  unsigned i;
+
+  for (i = 0; i < l->c->requests; ++i)
+    if (l->slots[i].done)
+      return true;
+  return false;
 }
 
 void *
@@ -328,8 +598,8 @@ copy_worker (void *arg)
   struct copy *c = w->c;
   struct loop l = {
     .c = c,
+    .conn = w->i,
     .src = c->src[w->i],
-    .dst = c->dst ? c->dst[w->i] : NULL,
   };
   bool more = true;
   unsigned i;
@@ -339,26 +609,31 @@ copy_worker (void *arg)
     copy_error (c, "%s", strerror (errno));
     goto out;
   }
+  for (i = 0; i < c->requests; ++i)
+    l.slots[i].l = &l;
 
   for (;;) {
     for (i = 0; i < c->requests; ++i)
-      if (l.slots[i].done)
+      while (l.slots[i].done)
         finish_slot (&l, &l.slots[i]);
 
     for (i = 0; more && i < c->requests && !stopped (c); ++i)
-      if (l.slots[i].state == SLOT_FREE)
+      if (l.slots[i].state == SLOT_FREE && !l.slots[i].done)
         more = start_piece (&l, &l.slots[i]);
 
     if (l.in_flight == 0 && (!more || stopped (c)))
       break;
-    if (l.in_flight > 0)
+    if (!any_done (&l))
       poll_handles (&l);
   }
 
  out:
   if (l.slots)
-    for (i = 0; i < c->requests; ++i)
+    for (i = 0; i < c->requests; ++i) {
       free (l.slots[i].buf);
+      free (l.slots[i].ops);
+      free (l.slots[i].chunks);
+    }
   free (l.slots);
   {
     SCOPED_LOCK (&c->lock);

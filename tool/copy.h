@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy.h: what the parts of "dirtybitmap copy" share: the list of
- * dirty ranges, the target, and the state the copying threads work
- * on.
+/* copy.h: the copy engine of dirtybitmap, as the subcommands use it:
+ * bring the changed ranges of an NBD export to a target, and report
+ * what happened.  How it works lives in copy-internal.h.
  *
- * copy.c          options, connecting, checks, progress, summary
- * copy-ranges.c   block status of the source into a list of ranges
- * copy-file.c     a file or block device as the target
- * copy-worker.c   one thread per connection: asynchronous reads,
- *                 writes and write-zeroes, several in flight
+ *   struct copy_options o = { .source = uri, .target = "backup.img" };
+ *   struct copy_result r;
+ *   copy_run (&o, &r);            (0 on success, -1 otherwise)
+ *   copy_print_summary (stdout, &o, &r, json);
+ *   copy_result_free (&r);
+ *
+ * copy_run prints nothing but the progress display (when asked), a
+ * note when a server refuses the connections asked for, and debug
+ * messages; every error is a value in the result, for the caller to
+ * report.
  */
 
 #ifndef DIRTYBITMAP_COPY_H
@@ -16,114 +21,71 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
-#include <pthread.h>
+#include <stdio.h>
 
-#include <libnbd.h>
+#define COPY_DEFAULT_REQUESTS 16
+#define COPY_MAX_REQUESTS 1024
+#define COPY_MAX_CONNECTIONS 64
+#define COPY_DEFAULT_REQUEST_SIZE (1 << 20)
+#define COPY_MIN_REQUEST_SIZE 512
+#define COPY_MAX_REQUEST_SIZE (32 << 20)
 
-/* A range of the disk to bring to the target: read and written
- * (data), or made zeroes with write-zeroes (zero).  Clean ranges
- * (holes) are not in the list.
- */
-struct range {
-  uint64_t offset;
-  uint64_t length;
-  bool zero;
+struct copy_options {
+  const char *source;           /* NBD URI */
+  const char *target;           /* a file, a block device or an NBD URI */
+  bool full;                    /* every byte, not only the dirty ones */
+  bool progress;                /* the progress display on stderr */
+  bool trim_source;             /* trim each range on the source once it
+                                 * is on the target */
+  unsigned requests;            /* in flight per connection; 0: default */
+  unsigned connections;         /* 0: one per CPU, up to 4 */
+  size_t request_size;          /* largest read or write; 0: default */
 };
 
-struct ranges {
-  struct range *r;
-  size_t n, cap;
-  uint64_t data_bytes;          /* sum of the data ranges */
-  uint64_t zero_bytes;          /* sum of the zero ranges */
+/* How far a copy got. */
+enum copy_stage {
+  COPY_STAGE_SETUP,             /* connecting, checking, listing ranges */
+  COPY_STAGE_COPY,              /* reading and writing the ranges */
+  COPY_STAGE_FLUSH,             /* making the target durable, putting a
+                                 * new file in place */
+  COPY_STAGE_DONE,              /* the copy is complete */
 };
 
-/* Ask the source for base:allocation over [0, size) and list the
- * dirty ranges in out: data (type 0) is copied, anything with the zero
- * bit is zeroed, a hole without it is clean.  Adjacent ranges of the
- * same kind are merged.  Prints the error and returns -1 on failure.
- */
-extern int scan_ranges (struct nbd_handle *src, const char *uri,
-                        uint64_t size, struct ranges *out);
-
-/* The whole disk as one data range (--full). */
-extern int full_range (uint64_t size, struct ranges *out);
-
-extern void free_ranges (struct ranges *rs);
-
-/* A file or block device target.  The operations return -1 with
- * errno set; they are safe to call from several threads at once.
- */
-#define WRITEBACK_WINDOW 16
-struct wb_range {
-  uint64_t offset, length;
-};
-
-struct file_target {
-  const char *name;
-  int fd;
-  bool is_block_device;
-  uint64_t size;
-  const char *zero_buf;         /* zero_buf_size bytes of zeroes */
-  size_t zero_buf_size;
-  /* Which ways to zero have failed as unsupported (set once). */
-  bool no_punch_hole, no_zero_range, no_blkzeroout;
-  /* The last ranges written, oldest at wb_next (see copy-file.c). */
-  pthread_mutex_t wb_lock;
-  struct wb_range wb[WRITEBACK_WINDOW];
-  unsigned wb_next;
-};
-
-/* Open an existing file or block device read-write and find its size;
- * with create, a missing regular file is created with size bytes.
- * Prints the error and returns -1 on failure.
- */
-extern int file_target_open (struct file_target *t, const char *name,
-                             bool create, uint64_t size);
-extern int file_target_write (struct file_target *t, const void *buf,
-                              size_t count, uint64_t offset);
-extern int file_target_zero (struct file_target *t, uint64_t count,
-                             uint64_t offset);
-extern int file_target_flush (struct file_target *t);
-extern void file_target_close (struct file_target *t);
-
-/* The state shared by the copying threads. */
-struct copy {
-  const char *src_name;         /* how messages name the source */
-  const char *dst_name;         /* and the target */
-  unsigned connections;
-  unsigned requests;            /* in flight per connection */
-  size_t request_size;          /* largest read or write */
-  uint64_t zero_size;           /* largest write-zeroes */
-  struct nbd_handle **src;      /* [connections] */
-  struct nbd_handle **dst;      /* [connections], or NULL for a file */
-  bool dst_can_zero;            /* NBD target: write-zeroes works */
-  struct file_target *file;     /* or NULL for an NBD target */
-  const char *zero_buf;         /* request_size bytes of zeroes */
-  const struct ranges *ranges;
-
-  /* Protects the work cursor, the first error and running. */
-  pthread_mutex_t lock;
-  pthread_cond_t finished;      /* signalled when a thread ends */
-  size_t next_range;            /* the next piece of work: */
-  uint64_t next_offset;         /*   offset inside that range */
+struct copy_result {
+  bool ok;                      /* stage is DONE */
+  bool interrupted;             /* stopped by SIGINT or SIGTERM */
+  enum copy_stage stage;        /* where it ended */
+  bool sizes_known;             /* total and ranges are valid */
+  uint64_t total;               /* bytes to bring to the target */
+  size_t ranges;                /* dirty ranges (data and zero) */
+  uint64_t copied;              /* bytes written to the target as data */
+  uint64_t zeroed;              /* bytes made (or left) zero on it */
+  double seconds;               /* from connecting to the end */
   char *error;                  /* the first error, or NULL */
-  unsigned running;             /* threads still copying */
-
-  /* Updated atomically by the threads. */
-  bool stop;                    /* an error happened: start nothing */
-  uint64_t copied;              /* bytes read and written */
-  uint64_t zeroed;              /* bytes made zero on the target */
 };
 
-/* Record an error (only the first one is kept) and stop the copy. */
-extern void copy_error (struct copy *c, const char *fs, ...)
-  __attribute__ ((format (printf, 2, 3)));
+/* Does s start with one of libnbd's NBD URI schemes (nbd://,
+ * nbd+unix://, ...)?
+ */
+extern bool is_nbd_uri (const char *s);
 
-/* The thread of connection i; arg is a struct worker. */
-struct worker {
-  struct copy *c;
-  unsigned i;
-};
-extern void *copy_worker (void *arg);
+/* Run one copy.  Returns 0 when the target holds a complete, flushed
+ * copy (r->ok), -1 otherwise (r->error says why, unless
+ * r->interrupted).  SIGINT and SIGTERM stop it cleanly while it runs:
+ * the requests in flight are waited for, and the target is left as
+ * dirtybitmap(1) says.  r must be freed with copy_result_free.
+ */
+extern int copy_run (const struct copy_options *o, struct copy_result *r);
+extern void copy_result_free (struct copy_result *r);
+
+/* The summary: one line of text, or one JSON object (see the JSON
+ * OUTPUT section of dirtybitmap(1)), on fp.
+ */
+extern void copy_print_summary (FILE *fp, const struct copy_options *o,
+                                const struct copy_result *r, bool json);
+
+/* The lines on stderr that say why and how far a failed copy got. */
+extern void copy_print_failure (const struct copy_options *o,
+                                const struct copy_result *r);
 
 #endif /* DIRTYBITMAP_COPY_H */

@@ -113,14 +113,24 @@ usage (int status)
 "the changed blocks of a disk (pull-mode incremental backup).\n"
 "\n"
 "Usage:\n"
+"  %s [-v|--verbose] SUBCOMMAND [OPTIONS...] ARGS...\n"
+"  %s --help | --version\n"
+"\n"
+"Subcommands:\n"
 "  %s info [--output=human|json] [-U] FILE\n"
 "  %s bitmap (--add | --remove | --clear | --enable | --disable |\n"
 "            --merge SRC)... [-b SOURCE_FILE] [-g GRANULARITY]\n"
 "            [--size SIZE] FILE BITMAP\n"
 "  %s map [--output=human|json] [-U] FILE BITMAP\n"
 "  %s check FILE\n"
-"  %s copy [-p] [--requests N] [--connections N] [--request-size SIZE]\n"
-"            [--full] SOURCE_URI TARGET\n"
+"  %s copy [-p] [--output=human|json] [--requests N] [--connections N]\n"
+"            [--request-size SIZE] [--full] [--trim-source]\n"
+"            SOURCE_URI TARGET\n"
+"\n"
+"Options:\n"
+"  -v, --verbose   debug messages on stderr (as DIRTYBITMAP_DEBUG=1)\n"
+"  -V, --version   print the version and exit\n"
+"  -h, --help      print this help and exit\n"
 "\n"
 "Examples:\n"
 "  %s bitmap --add --size 10G disk.img.bitmaps b0\n"
@@ -128,7 +138,8 @@ usage (int status)
 "  %s copy -p nbd+unix:///?socket=/tmp/sock backup.img\n"
 "\n"
 "'%s SUBCOMMAND --help' describes a subcommand; see dirtybitmap(1).\n",
-           prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
+           prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
+           prog);
   exit (status);
 }
 
@@ -147,14 +158,25 @@ main (int argc, char *argv[])
   prog = basename (argv[0]);
   if (getenv ("DIRTYBITMAP_DEBUG"))
     verbose = true;
+
+  /* Global options, before the subcommand. */
+  while (argc >= 2 && argv[1][0] == '-') {
+    if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0)
+      usage (EXIT_SUCCESS);
+    if (strcmp (argv[1], "--version") == 0 || strcmp (argv[1], "-V") == 0) {
+      printf ("%s %s\n", prog, PACKAGE_VERSION);
+      return EXIT_SUCCESS;
+    }
+    if (strcmp (argv[1], "--verbose") == 0 || strcmp (argv[1], "-v") == 0)
+      verbose = true;
+    else
+      return bad_usage (NULL, "unknown option '%s'", argv[1]);
+    argv[1] = argv[0];
+    argv++;
+    argc--;
+  }
   if (argc < 2)
     usage (EXIT_FAILURE);
-  if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0)
-    usage (EXIT_SUCCESS);
-  if (strcmp (argv[1], "--version") == 0 || strcmp (argv[1], "-V") == 0) {
-    printf ("%s %s\n", prog, PACKAGE_VERSION);
-    return EXIT_SUCCESS;
-  }
   for (i = 0; i < sizeof subs / sizeof subs[0]; ++i)
     if (strcmp (argv[1], subs[i].name) == 0) {
       /* getopt names the program in its messages: "dirtybitmap info:

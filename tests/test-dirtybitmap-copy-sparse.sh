@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Copies keep the target sparse.  A disk of 128 MiB holding 4 MiB of
+# data (and 1 MiB of zeroes written as data) is copied with --full:
+# - served by nbdkit file, whose extents have the zero bit on holes,
+#   to a new file;
+# - served through the filter with bitmap=, whose clean ranges are
+#   holes WITHOUT the zero bit ("unchanged", not "zero": they must be
+#   read), to a new file;
+# - to an existing file full of data;
+# - to an NBD server serving a file full of data.
+# Every time the target reads the same as the disk and allocates no
+# more than the disk does.
+source ./functions.sh
+set -e
+set -x
+requires_dirtybitmap_filter
+requires python3 --version
+
+size=$((128 * 1024 * 1024))
+truncate -s $size disk.img
+python3 - <<'EOF2'
+import random
+random.seed(3)
+with open("disk.img", "r+b") as f:
+    for i in range(16):
+        f.seek(i * (8 << 20) + 4096 * random.randrange(16))
+        f.write(random.randbytes(256 << 10))
+    f.seek(100 << 20)
+    f.write(bytes(1 << 20))          # zeroes, allocated
+EOF2
+sync disk.img
+nbdkit -U - --filter="$FILTER" file disk.img bitmap=b0 action=add --run true
+
+# blocks FILE: allocated 512-byte blocks.
+blocks () { sync "$1"; stat -c %b "$1"; }
+disk_blocks=$(blocks disk.img)
+test "$disk_blocks" -ge $((5 * 2048))
+data=$((16 * 256 * 1024))
+
+# check TARGET: same bytes, allocation no more than the disk's.
+check ()
+{
+    cmp disk.img "$1"
+    test "$(blocks "$1")" -le "$disk_blocks"
+}
+
+# The summary: the data copied, the rest zeroed.
+summary="copied $data bytes, zeroed $((size - data)) bytes, [0-9]+ ranges, [0-9.]+ seconds"
+
+# A new file, from nbdkit file: the zero ranges are not even read.
+nbdkit -U - -r file disk.img \
+       --run 'dirtybitmap copy --full "$uri" new1.img' > out
+cat out
+grep -Ex "$summary" out
+check new1.img
+
+# A new file, through the filter: everything is read, and the blocks
+# of zeroes are not written.
+nbdkit -U - -r --filter="$FILTER" file disk.img bitmap=b0 \
+       --run 'dirtybitmap copy --full "$uri" new2.img' > out
+cat out
+grep -Ex "copied $data bytes, zeroed $((size - data)) bytes, 1 range, [0-9.]+ seconds" out
+check new2.img
+
+# An existing file full of data: the zeroes are punched.
+yes | head -c $size > old.img
+test "$(blocks old.img)" -ge $((size / 512))
+nbdkit -U - -r file disk.img \
+       --run 'dirtybitmap copy --full "$uri" old.img' > out
+cat out
+grep -Ex "$summary" out
+check old.img
+
+# An NBD server serving a file full of data: write-zeroes punch too.
+yes | head -c $size > nbd.img
+sock="$tmpdir/nbd.sock"
+start_nbdkit -P "$tmpdir/nbd.pid" -U "$sock" file nbd.img
+nbdkit -U - -r file disk.img \
+       --run "dirtybitmap copy --full \"\$uri\" 'nbd+unix:///?socket=$sock'" \
+       > out
+cat out
+grep -Ex "$summary" out
+kill_nbdkit "$(cat nbd.pid)"
+check nbd.img

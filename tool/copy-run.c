@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* copy-run.c: copy_run, one copy from start to end.
+ *
+ *   setup   connect to the source (asking for base:allocation), open
+ *           the target (a file, created under a temporary name with
+ *           --full, or an NBD server), check sizes, choose request
+ *           sizes and connections, list the ranges (copy-ranges.c);
+ *   copy    one worker thread per connection (copy-worker.c) while
+ *           this thread draws the progress display;
+ *   flush   only when every byte is on the target: flush it, then
+ *           commit (a new file is renamed into place);
+ *   close   every connection, bounded in time (copy-connect.c).
+ *
+ * Errors become values: the first one is kept in the result, which
+ * also says how far the copy got and what it counted.  SIGINT and
+ * SIGTERM are caught for the whole run (copy-interrupt.c) and stop it
+ * at the next step; during the copy, the workers let what is in
+ * flight end and start nothing new.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <string.h>
+#include <errno.h>
+#include <time.h>
+#include <unistd.h>
+#include <pthread.h>
+
+#include <libnbd.h>
+
+#include "dirtybitmap.h"
+#include "msg.h"
+#include "copy-internal.h"
+#include "util.h"
+
+#define AUTO_CONNECTIONS 4              /* at most, and one per CPU */
+#define WAIT_TICK_NS 200000000          /* progress redrawn 5 times/s */
+
+/* Everything one run holds, released by job_close. */
+struct job {
+  const struct copy_options *o;
+  struct copy_result *r;
+  struct copy c;
+  unsigned max_connections;
+  uint64_t size;
+  bool use_extents;             /* the source offers base:allocation */
+  struct ranges ranges;
+  char *zero_buf;
+  struct progress p;
+};
+
+void
+set_error (char **errp, const char *fs, ...)
+{
+  va_list args;
+
+  if (*errp)
+    return;
+  va_start (args, fs);
+  if (vasprintf (errp, fs, args) == -1)
+    *errp = strdup ("out of memory");
+  va_end (args);
+}
+
+void
+copy_error (struct copy *c, const char *fs, ...)
+{
+  va_list args;
+  SCOPED_LOCK (&c->lock);
+
+  __atomic_store_n (&c->stop, true, __ATOMIC_RELEASE);
+  if (c->error)
+    return;
+  va_start (args, fs);
+  if (vasprintf (&c->error, fs, args) == -1)
+    c->error = strdup ("out of memory");
+  va_end (args);
+}
+
+void
+copy_stop (struct copy *c)
+{
+  __atomic_store_n (&c->stop, true, __ATOMIC_RELEASE);
+}
+
+bool
+is_nbd_uri (const char *s)
+{
+  static const char *const schemes[] = {
+    "nbd://", "nbds://", "nbd+unix://", "nbds+unix://",
+    "nbd+vsock://", "nbds+vsock://",
+  };
+  size_t i;
+
+  for (i = 0; i < sizeof schemes / sizeof schemes[0]; ++i)
+    if (strncmp (s, schemes[i], strlen (schemes[i])) == 0)
+      return true;
+  return false;
+}
+
+/* The first source connection: what the source is. */
+static int
+open_source (struct job *j)
+{
+  struct copy *c = &j->c;
+  const struct copy_options *o = j->o;
+  int64_t v;
+
+  c->src = calloc (j->max_connections, sizeof *c->src);
+  if (c->src == NULL) {
+    set_error (&j->r->error, "%s", strerror (errno));
+    return -1;
+  }
+  if ((c->src[0] = connect_uri ("source", o->source, true,
+                                &j->r->error)) == NULL)
+    return -1;
+  if ((v = nbd_get_size (c->src[0])) == -1) {
+    set_error (&j->r->error, "source %s: %s", o->source, nbd_get_error ());
+    return -1;
+  }
+  j->size = v;
+  j->use_extents =
+    nbd_can_meta_context (c->src[0], LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
+  if (!o->full && !j->use_extents) {
+    set_error (&j->r->error, "source %s does not offer base:allocation, "
+               "so its dirty ranges are unknown: serve it through "
+               "nbdkit-dirtybitmap-filter with bitmap=NAME, or copy "
+               "everything with --full", o->source);
+    return -1;
+  }
+  if (o->trim_source && nbd_can_trim (c->src[0]) != 1) {
+    set_error (&j->r->error, "source %s does not accept trim requests "
+               "(is it served read-only?), so the ranges copied cannot "
+               "be trimmed on it", o->source);
+    return -1;
+  }
+  return 0;
+}
+
+static int
+open_target (struct job *j)
+{
+  const struct copy_options *o = j->o;
+  struct target *t;
+
+  if (is_nbd_uri (o->target))
+    t = nbd_target_open (o->target, j->max_connections, &j->r->error);
+  else
+    t = file_target_open (o->target, o->full, j->size, &j->r->error);
+  if (t == NULL)
+    return -1;
+  j->c.dst = t;
+  if (t->size != j->size) {
+    set_error (&j->r->error, "target %s is %" PRIu64 " bytes but source %s "
+               "is %" PRIu64 " bytes: the target must be a copy of the "
+               "same disk", o->target, t->size, o->source, j->size);
+    return -1;
+  }
+  return 0;
+}
+
+/* Request sizes: never above what either server accepts. */
+static int
+choose_sizes (struct job *j)
+{
+  struct copy *c = &j->c;
+  struct target *t = c->dst;
+  uint64_t mb;
+
+  if ((mb = max_block (c->src[0])) && mb < c->request_size)
+    c->request_size = mb;
+  if (t->max_request && t->max_request < c->request_size)
+    c->request_size = t->max_request;
+  if (t->zero_size == 0)
+    t->zero_size = c->request_size;     /* zeroes are written */
+  c->zero_size = t->zero_size;
+
+  j->zero_buf = calloc (1, c->request_size);
+  if (j->zero_buf == NULL) {
+    set_error (&j->r->error, "%s", strerror (errno));
+    return -1;
+  }
+  t->zero_buf = j->zero_buf;
+  t->zero_buf_size = c->request_size;
+  bm_debug ("copy: size %" PRIu64 ", request size %zu, %u requests",
+            j->size, c->request_size, c->requests);
+  return 0;
+}
+
+/* More connections only where both sides allow multi-conn: as many as
+ * asked, or by default one per CPU up to AUTO_CONNECTIONS.
+ */
+static int
+choose_connections (struct job *j)
+{
+  struct copy *c = &j->c;
+  const char *refuser = NULL;
+  unsigned i;
+  long cpus;
+
+  if (nbd_can_multi_conn (c->src[0]) != 1)
+    refuser = j->o->source;
+  else if (!c->dst->multi_conn)
+    refuser = j->o->target;
+  if (c->connections == 0) {
+    cpus = sysconf (_SC_NPROCESSORS_ONLN);
+    c->connections = refuser || cpus < 1 ? 1 : MIN (cpus, AUTO_CONNECTIONS);
+  }
+  else if (c->connections > 1 && refuser) {
+    fprintf (stderr, "%s: copy: %s does not allow multi-conn: using "
+             "1 connection\n", prog, refuser);
+    c->connections = 1;
+  }
+  bm_debug ("copy: %u connections", c->connections);
+
+  for (i = 1; i < c->connections; ++i)
+    if ((c->src[i] = connect_uri ("source", j->o->source, false,
+                                  &j->r->error)) == NULL)
+      return -1;
+  if (c->dst->ops->connect (c->dst, c->connections, &j->r->error) == -1)
+    return -1;
+  /* Every byte read is checked against the reply's chunks, so libnbd
+   * need not clear the buffers first.
+   */
+  for (i = 0; i < c->connections; ++i)
+    nbd_set_pread_initialize (c->src[i], false);
+  return 0;
+}
+
+/* What to copy: the dirty ranges, or with --full everything (the
+ * ranges reading as zeroes apart, if the source says which).
+ */
+static int
+list_ranges (struct job *j)
+{
+  struct copy_result *r = j->r;
+  int ret;
+
+  if (j->use_extents)
+    ret = scan_ranges (j->c.src[0], j->o->source, j->size,
+                       j->o->full ? SCAN_ALL : SCAN_DIRTY, &j->ranges,
+                       &r->error);
+  else
+    ret = full_range (j->size, &j->ranges, &r->error);
+  if (ret == -1)
+    return -1;
+  j->c.ranges = &j->ranges;
+  r->sizes_known = true;
+  r->total = j->ranges.data_bytes + j->ranges.zero_bytes;
+  r->ranges = j->ranges.n;
+  bm_debug ("copy: %zu ranges, %" PRIu64 " bytes to copy, %" PRIu64
+            " to zero", j->ranges.n, j->ranges.data_bytes,
+            j->ranges.zero_bytes);
+  return 0;
+}
+
+static uint64_t
+bytes_done (struct copy *c)
+{
+  return __atomic_load_n (&c->copied, __ATOMIC_RELAXED) +
+    __atomic_load_n (&c->zeroed, __ATOMIC_RELAXED);
+}
+
+/* Copy, one thread per connection; this thread shows progress.
+ * Returns once every thread has ended.
+ */
+static void
+run_workers (struct job *j)
+{
+  struct copy *c = &j->c;
+  struct worker *workers;
+  pthread_t *threads;
+  unsigned i, started = 0;
+
+  workers = calloc (c->connections, sizeof *workers);
+  threads = calloc (c->connections, sizeof *threads);
+  if (workers == NULL || threads == NULL) {
+    copy_error (c, "%s", strerror (errno));
+    goto out;
+  }
+  for (i = 0; i < c->connections; ++i) {
+    int err;
+    workers[i] = (struct worker) { .c = c, .i = i };
+    {
+      SCOPED_LOCK (&c->lock);
+      c->running++;
+    }
+    err = pthread_create (&threads[i], NULL, copy_worker, &workers[i]);
+    if (err) {
+      {
+        SCOPED_LOCK (&c->lock);
+        c->running--;
+      }
+      copy_error (c, "pthread_create: %s", strerror (err));
+      break;
+    }
+    started++;
+  }
+  for (;;) {
+    struct timespec ts;
+    bool running;
+
+    clock_gettime (CLOCK_REALTIME, &ts);
+    ts.tv_nsec += WAIT_TICK_NS;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    {
+      SCOPED_LOCK (&c->lock);
+      if (c->running)
+        pthread_cond_timedwait (&c->finished, &c->lock, &ts);
+      running = c->running > 0;
+    }
+    if (!running)
+      break;
+    if (interrupt_requested ())
+      copy_stop (c);
+    progress_draw (&j->p, bytes_done (c), false);
+  }
+  for (i = 0; i < started; ++i)
+    pthread_join (threads[i], NULL);
+
+ out:
+  free (workers);
+  free (threads);
+}
+
+/* Stop at the next step if a signal came. */
+static bool
+interrupted (struct job *j)
+{
+  if (interrupt_requested ())
+    j->r->interrupted = true;
+  return j->r->interrupted;
+}
+
+static int
+copy_and_flush (struct job *j)
+{
+  struct copy *c = &j->c;
+  struct copy_result *r = j->r;
+
+  r->stage = COPY_STAGE_COPY;
+  progress_start (&j->p, j->o->progress, j->o->full, r->total);
+  run_workers (j);
+  r->copied = c->copied;
+  r->zeroed = c->zeroed;
+  if (c->error) {
+    progress_end (&j->p);
+    r->error = c->error;
+    c->error = NULL;
+    if (interrupt_requested ())
+      r->interrupted = true;
+    return -1;
+  }
+  /* A signal that came after the last byte stopped nothing. */
+  if (r->copied + r->zeroed < r->total) {
+    progress_end (&j->p);
+    r->interrupted = true;
+    return -1;
+  }
+
+  /* Only a flushed target holds the copy. */
+  r->stage = COPY_STAGE_FLUSH;
+  if (c->dst->ops->flush (c->dst, &r->error) == -1 ||
+      c->dst->ops->commit (c->dst, &r->error) == -1) {
+    progress_end (&j->p);
+    return -1;
+  }
+  progress_draw (&j->p, r->copied + r->zeroed, true);
+  r->stage = COPY_STAGE_DONE;
+  return 0;
+}
+
+static void
+job_close (struct job *j)
+{
+  struct copy *c = &j->c;
+
+  if (c->dst)
+    c->dst->ops->close (c->dst, true);
+  close_handles (c->src, j->max_connections, true);
+  free (c->src);
+  free (c->error);
+  free (j->zero_buf);
+  free_ranges (&j->ranges);
+  pthread_mutex_destroy (&c->lock);
+  pthread_cond_destroy (&c->finished);
+}
+
+int
+copy_run (const struct copy_options *o, struct copy_result *r)
+{
+  double start = copy_now ();
+  struct job j = {
+    .o = o,
+    .r = r,
+    .c = {
+      .src_name = o->source,
+      .dst_name = o->target,
+      .requests = o->requests ? o->requests : COPY_DEFAULT_REQUESTS,
+      .connections = o->connections,
+      .request_size = o->request_size ? o->request_size
+                                      : COPY_DEFAULT_REQUEST_SIZE,
+      .trim_source = o->trim_source,
+      .wake_fd = -1,
+    },
+    .max_connections = o->connections ? o->connections : AUTO_CONNECTIONS,
+  };
+  int ret = -1;
+
+  memset (r, 0, sizeof *r);
+  r->stage = COPY_STAGE_SETUP;
+  pthread_mutex_init (&j.c.lock, NULL);
+  pthread_cond_init (&j.c.finished, NULL);
+  if (interrupt_install (&r->error) == -1)
+    goto out;
+  j.c.wake_fd = interrupt_fd ();
+
+  if (open_source (&j) == -1 || interrupted (&j) ||
+      open_target (&j) == -1 || interrupted (&j) ||
+      choose_sizes (&j) == -1 ||
+      choose_connections (&j) == -1 || interrupted (&j) ||
+      list_ranges (&j) == -1 || interrupted (&j))
+    goto out;
+  ret = copy_and_flush (&j);
+
+ out:
+  /* A signal can also make a blocking call fail (libnbd's poll). */
+  if (ret == -1 && interrupt_requested ())
+    r->interrupted = true;
+  /* The time of the copy, not of saying goodbye to the servers. */
+  r->seconds = copy_now () - start;
+  job_close (&j);
+  interrupt_uninstall ();
+  r->ok = ret == 0;
+  return ret;
+}
+
+void
+copy_result_free (struct copy_result *r)
+{
+  free (r->error);
+  r->error = NULL;
+}
