@@ -21,6 +21,7 @@
 
 #include <nbdkit-filter.h>
 
+#include "backup.h"
 #include "commands.h"
 #include "inflight.h"
 #include "protocol.h"
@@ -40,6 +41,37 @@ static const char *
 durability_name (enum bmf_durability d)
 {
   return d == BMF_STRICT ? "strict" : "flush";
+}
+
+/* The running backup, or null. */
+static json_object *
+backup_json (void)
+{
+  struct backup_info b;
+  json_object *o;
+
+  backup_query (&b);
+  if (!b.active || (o = json_object_new_object ()) == NULL) {
+    backup_info_free (&b);
+    return NULL;
+  }
+  json_object_object_add (o, "name", proto_string (b.name));
+  json_object_object_add (o, "bitmap",
+                          b.bitmap ? proto_string (b.bitmap) : NULL);
+  json_object_object_add (o, "checkpoint",
+                          b.checkpoint ? proto_string (b.checkpoint) : NULL);
+  json_object_object_add (o, "failed", json_object_new_boolean (b.view.failed));
+  json_object_object_add (o, "size", json_object_new_int64 (b.view.size));
+  json_object_object_add (o, "granularity",
+                          json_object_new_int64 (b.view.granularity));
+  json_object_object_add (o, "preserved-bytes",
+                          json_object_new_int64 (b.view.preserved_bytes));
+  json_object_object_add (o, "lost-bytes",
+                          json_object_new_int64 (b.view.lost_bytes));
+  json_object_object_add (o, "scratch-bytes",
+                          json_object_new_int64 (b.view.scratch_bytes));
+  backup_info_free (&b);
+  return o;
 }
 
 static json_object *
@@ -92,7 +124,7 @@ query (struct bmerr *err)
     json_object_array_add (list, o);
   }
   json_object_object_add (r, "bitmaps", list);
-  json_object_object_add (r, "backup", NULL);
+  json_object_object_add (r, "backup", backup_json ());
   store_info_free (&info);
   return r;
 }
@@ -209,10 +241,16 @@ commands_execute (struct session *s, const char *line, size_t len)
   case CMD_RESUME:
     r = resume_disk (s, &err);
     break;
-  case CMD_BACKUP_BEGIN:
+  case CMD_BACKUP_BEGIN: {
+    const struct backup_params p = {
+      .name = req.name, .bitmap = req.bitmap,
+      .checkpoint = req.checkpoint, .scratch = req.scratch,
+    };
+    r = backup_begin (&p, s, req.end_on_disconnect, &err);
+    break;
+  }
   case CMD_BACKUP_END:
-    bmerr_set (&err, ENOTSUP, "backup views are not available");
-    r = -1;
+    r = backup_end (req.name, &err);
     break;
   }
   reply = r == 0 ? proto_reply (req.id, ret)
@@ -226,6 +264,7 @@ commands_end (struct session *s)
 {
   struct bmerr err;
 
+  backup_owner_gone (s);
   if (s->paused) {
     nbdkit_debug ("dirtybitmap: the control client that paused has gone: "
                   "resuming");

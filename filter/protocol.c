@@ -84,6 +84,23 @@ get_string (json_object *obj, const char *what, const char *key,
 }
 
 static int
+get_bool (json_object *obj, const char *what, const char *key, bool *out,
+          struct proto_error *err)
+{
+  json_object *v;
+
+  *out = false;
+  if (!json_object_object_get_ex (obj, key, &v) ||
+      json_object_is_type (v, json_type_null))
+    return 0;
+  if (!json_object_is_type (v, json_type_boolean))
+    return fail (err, "GenericError", "%s: argument '%s' must be true or "
+                 "false", what, key);
+  *out = json_object_get_boolean (v);
+  return 0;
+}
+
+static int
 get_name (json_object *obj, const char *what, const char *key, bool required,
           const char **out, struct proto_error *err)
 {
@@ -150,7 +167,8 @@ parse_arguments (struct proto_request *req, json_object *args,
   static const char *const transaction_keys[] = { "actions", NULL };
   static const char *const select_keys[] = { "bitmap", NULL };
   static const char *const begin_keys[] =
-    { "name", "bitmap", "checkpoint", "scratch", NULL };
+    { "name", "bitmap", "checkpoint", "scratch", "end-on-disconnect",
+      NULL };
   static const char *const end_keys[] = { "name", NULL };
   const char *what = cmd_names[req->cmd];
   json_object *list;
@@ -205,7 +223,8 @@ parse_arguments (struct proto_request *req, json_object *args,
     if (req->scratch && req->scratch[0] == '\0')
       return fail (err, "GenericError", "backup-begin: argument 'scratch' "
                    "is empty");
-    return 0;
+    return get_bool (args, what, "end-on-disconnect",
+                     &req->end_on_disconnect, err);
 
   case CMD_BACKUP_END:
     if (only_keys (args, what, end_keys, err) == -1)

@@ -8,6 +8,7 @@
 #ifndef DIRTYBITMAP_PROTOCOL_H
 #define DIRTYBITMAP_PROTOCOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,7 @@ struct proto_request {
   const char *name;             /* backup-begin, backup-end */
   const char *checkpoint;       /* backup-begin, or NULL */
   const char *scratch;          /* backup-begin, or NULL */
+  bool end_on_disconnect;       /* backup-begin */
 };
 
 struct proto_error {

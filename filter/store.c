@@ -51,6 +51,7 @@
 
 #include "durability.h"
 #include "inflight.h"
+#include "selection.h"
 #include "store.h"
 #include "tracker.h"
 #include "txn.h"
@@ -66,13 +67,6 @@ static pthread_mutex_t meta_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static bool open_recorded;      /* meta_lock: the file says a run writes */
 static bool failed;             /* meta_lock: a sync or commit failed */
 
-/* The bitmap that answers block status for new connections, and the
- * bitmaps that connections hold, with how many hold each.
- */
-static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *selected;
-static struct pin { char *name; unsigned count; } *pins;
-static size_t nr_pins;
 
 /*----------------------------------------------------------------------
  * Failures.
@@ -378,7 +372,7 @@ store_open (const struct store_config *cfg)
     goto err;
   }
   tracker_publish (s);
-  if (sel && (selected = strdup (sel)) == NULL) {
+  if (selection_set (sel) == -1) {
     nbdkit_error ("dirtybitmap: strdup: %m");
     goto err;
   }
@@ -441,8 +435,7 @@ store_close (void)
   pthread_mutex_unlock (&meta_lock);
   bmf_close (file);
   file = NULL;
-  free (selected);
-  selected = NULL;
+  selection_free ();
 }
 
 /*----------------------------------------------------------------------
@@ -628,30 +621,11 @@ apply_actions (struct bmf_txn **t, void *opaque, struct bmerr *err)
   return *t ? 0 : -1;
 }
 
-/* Actions that would pull the bitmap from under a connection reading
- * its block status are refused (pin_lock held).
- */
-static int
-check_pins_locked (const struct action *acts, size_t n, struct bmerr *err)
+/* Whether a bitmap of that name is in the current set. */
+static bool
+exists (const char *name)
 {
-  char buf[BMF_MAX_NAME + 16];
-  size_t i, j;
-
-  for (i = 0; i < n; ++i) {
-    if (!act_discards (&acts[i]))
-      continue;
-    for (j = 0; j < nr_pins; ++j)
-      if (strcmp (pins[j].name, acts[i].bitmap) == 0) {
-        bmerr_set (err, EBUSY, "action %s on bitmap %s failed: bitmap %s "
-                   "is in use: %u connection%s read%s its block status",
-                   act_to_string (&acts[i], buf, sizeof buf),
-                   acts[i].bitmap, acts[i].bitmap, pins[j].count,
-                   pins[j].count == 1 ? "" : "s",
-                   pins[j].count == 1 ? "s" : "");
-        return -1;
-      }
-  }
-  return 0;
+  return set_find (tracker_current (), name) != NULL;
 }
 
 int
@@ -668,19 +642,12 @@ store_transaction (struct action *acts, size_t n, struct bmerr *err)
     return -1;
   }
   pthread_mutex_lock (&meta_lock);
-  pthread_mutex_lock (&pin_lock);
-  r = check_pins_locked (acts, n, err);
-  pthread_mutex_unlock (&pin_lock);
+  r = selection_check_discards (acts, n, err);
   if (r == 0)
     r = commit_live_locked (apply_actions, &a, retire, err);
   if (r == 0) {
     /* A removed bitmap answers nothing any more. */
-    pthread_mutex_lock (&pin_lock);
-    if (selected && set_find (tracker_current (), selected) == NULL) {
-      free (selected);
-      selected = NULL;
-    }
-    pthread_mutex_unlock (&pin_lock);
+    selection_forget_unless (exists);
     for (i = 0; i < n; ++i) {
       char buf[BMF_MAX_NAME + 16];
       nbdkit_debug ("dirtybitmap: action %s on bitmap %s",
@@ -720,7 +687,6 @@ int
 store_select (const char *name, struct bmerr *err)
 {
   const struct live_bitmap *lb;
-  char *copy = NULL;
 
   pthread_mutex_lock (&meta_lock);
   if (name) {
@@ -734,75 +700,17 @@ store_select (const char *name, struct bmerr *err)
                  "answer block status", name, bmf_inconsistent_reason (file));
       goto err;
     }
-    if ((copy = strdup (name)) == NULL) {
-      bmerr_set (err, errno, "%s", strerror (errno));
-      goto err;
-    }
   }
-  pthread_mutex_lock (&pin_lock);
-  free (selected);
-  selected = copy;
-  pthread_mutex_unlock (&pin_lock);
+  if (selection_set (name) == -1) {
+    bmerr_set (err, errno, "%s", strerror (errno));
+    goto err;
+  }
   pthread_mutex_unlock (&meta_lock);
   return 0;
 
  err:
   pthread_mutex_unlock (&meta_lock);
   return -1;
-}
-
-int
-store_connect (char **bitmap)
-{
-  struct pin *p;
-  size_t i;
-
-  *bitmap = NULL;
-  pthread_mutex_lock (&pin_lock);
-  if (selected == NULL)
-    goto out;
-  for (i = 0; i < nr_pins; ++i)
-    if (strcmp (pins[i].name, selected) == 0)
-      break;
-  if (i == nr_pins) {
-    p = realloc (pins, (nr_pins + 1) * sizeof *p);
-    if (p == NULL)
-      goto nomem;
-    pins = p;
-    pins[i] = (struct pin) { .name = strdup (selected) };
-    if (pins[i].name == NULL)
-      goto nomem;
-    nr_pins++;
-  }
-  if ((*bitmap = strdup (selected)) == NULL)
-    goto nomem;
-  pins[i].count++;
- out:
-  pthread_mutex_unlock (&pin_lock);
-  return 0;
-
- nomem:
-  pthread_mutex_unlock (&pin_lock);
-  nbdkit_error ("dirtybitmap: %m");
-  return -1;
-}
-
-void
-store_disconnect (char *bitmap)
-{
-  size_t i;
-
-  if (bitmap == NULL)
-    return;
-  pthread_mutex_lock (&pin_lock);
-  for (i = 0; i < nr_pins; ++i)
-    if (strcmp (pins[i].name, bitmap) == 0 && --pins[i].count == 0) {
-      free (pins[i].name);
-      pins[i] = pins[--nr_pins];
-      break;
-    }
-  pthread_mutex_unlock (&pin_lock);
-  free (bitmap);
 }
 
 /*----------------------------------------------------------------------
@@ -828,24 +736,20 @@ store_query (struct store_info *info, struct bmerr *err)
   info->readonly = readonly;
   info->state = failed || dur_failed () ? "failed" :
     open_recorded ? "open" : "closed";
-  pthread_mutex_lock (&pin_lock);
   for (i = 0; i < s->nr_named; ++i) {
     const struct live_bitmap *lb = &s->bm[i];
     struct store_bitmap_info *bi = &info->bitmaps[i];
 
     bi->name = strdup (lb->name);
-    if (bi->name == NULL) {
-      pthread_mutex_unlock (&pin_lock);
+    if (bi->name == NULL)
       goto nomem;
-    }
     info->nr++;
     bi->granularity = UINT64_C (1) << lb->gbits;
     bi->consistent = !(lb->flags & BMF_INCONSISTENT);
     bi->recording = (lb->flags & BMF_ENABLED) && bi->consistent;
-    bi->selected = selected && strcmp (selected, lb->name) == 0;
+    bi->selected = selection_is (lb->name);
     bi->dirty_bytes = set_dirty_bytes (s, lb);
   }
-  pthread_mutex_unlock (&pin_lock);
   pthread_mutex_unlock (&meta_lock);
   return 0;
 

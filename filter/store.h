@@ -41,13 +41,6 @@ extern void store_close (void);
 /* At .prepare: make the bitmaps cover a disk of this size. */
 extern int store_resize (uint64_t disk_size);
 
-/* A connection starts: the bitmap that answers its block status
- * (malloced, NULL: they pass through), kept from removal and clearing
- * until store_disconnect.
- */
-extern int store_connect (char **bitmap);
-extern void store_disconnect (char *bitmap);
-
 /* The bitmap that answers block status for connections made from now
  * on (NULL: the layer below answers).
  */

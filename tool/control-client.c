@@ -53,20 +53,11 @@ wait_for (int fd, short events, int deadline)
 }
 
 int
-control_call (const char *path, json_object *request, json_object **ret,
-              char **error)
+control_connect (const char *path)
 {
   struct sockaddr_un sun = { .sun_family = AF_UNIX };
-  const int deadline = now_ms () + CONTROL_TIMEOUT_SECONDS * 1000;
-  const char *req = json_object_to_json_string_ext (request,
-                                                    JSON_C_TO_STRING_PLAIN);
-  char *buf = NULL, *nl = NULL;
-  size_t len = 0, cap = 0, sent = 0, reqlen = strlen (req);
-  json_object *reply = NULL, *v, *e;
-  int fd, r = -1;
+  int fd;
 
-  *ret = NULL;
-  *error = NULL;
   if (strlen (path) >= sizeof sun.sun_path) {
     fprintf (stderr, "%s: --control %s: path too long\n", prog, path);
     return -1;
@@ -76,8 +67,27 @@ control_call (const char *path, json_object *request, json_object **ret,
   if (fd == -1 || connect (fd, (struct sockaddr *) &sun, sizeof sun) == -1) {
     fprintf (stderr, "%s: --control %s: cannot connect: %s\n", prog, path,
              strerror (errno));
-    goto out;
+    if (fd >= 0)
+      close (fd);
+    return -1;
   }
+  return fd;
+}
+
+int
+control_call_on (int fd, const char *path, json_object *request,
+                 json_object **ret, char **error)
+{
+  const int deadline = now_ms () + CONTROL_TIMEOUT_SECONDS * 1000;
+  const char *req = json_object_to_json_string_ext (request,
+                                                    JSON_C_TO_STRING_PLAIN);
+  char *buf = NULL, *nl = NULL;
+  size_t len = 0, cap = 0, sent = 0, reqlen = strlen (req);
+  json_object *reply = NULL, *v, *e;
+  int r = -1;
+
+  *ret = NULL;
+  *error = NULL;
 
   /* The request, then a newline. */
   while (sent <= reqlen) {
@@ -93,10 +103,12 @@ control_call (const char *path, json_object *request, json_object **ret,
       sent += w;
   }
 
-  /* One line back. */
+  /* One line back (read a byte at a time past the line: the
+   * connection may carry more requests).
+   */
   while (nl == NULL) {
     ssize_t got;
-    if (len + 4096 > cap) {
+    if (len + 2 > cap) {
       char *b;
       if (cap + 65536 > REPLY_MAX) {
         fprintf (stderr, "%s: --control %s: the reply is too long\n",
@@ -110,7 +122,7 @@ control_call (const char *path, json_object *request, json_object **ret,
     }
     if (wait_for (fd, POLLIN, deadline) == -1)
       goto io_error;
-    got = recv (fd, buf + len, cap - len - 1, MSG_DONTWAIT);
+    got = recv (fd, buf + len, 1, MSG_DONTWAIT);
     if (got == 0) {
       fprintf (stderr, "%s: --control %s: the server closed the connection "
                "without a reply\n", prog, path);
@@ -123,7 +135,8 @@ control_call (const char *path, json_object *request, json_object **ret,
     }
     len += got;
     buf[len] = '\0';
-    nl = memchr (buf, '\n', len);
+    if (buf[len - 1] == '\n')
+      nl = &buf[len - 1];
   }
   *nl = '\0';
 
@@ -153,9 +166,25 @@ control_call (const char *path, json_object *request, json_object **ret,
            : strerror (errno));
  out:
   json_object_put (reply);
+  json_object_put (request);
   free (buf);
-  if (fd >= 0)
-    close (fd);
+  return r;
+}
+
+int
+control_call (const char *path, json_object *request, json_object **ret,
+              char **error)
+{
+  int fd = control_connect (path), r;
+
+  if (fd == -1) {
+    json_object_put (request);
+    *ret = NULL;
+    *error = NULL;
+    return -1;
+  }
+  r = control_call_on (fd, path, request, ret, error);
+  close (fd);
   return r;
 }
 

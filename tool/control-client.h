@@ -15,11 +15,20 @@
 extern json_object *control_request (const char *command,
                                      json_object *arguments);
 
-/* Send request and wait for the reply: 0 with its "return" value in
- * *ret (a new reference), 1 with the server's "desc" in *error
- * (malloced), or -1 after printing what went wrong with the socket.
+/* Send request (consumed) on a new connection and wait for the reply:
+ * 0 with its "return" value in *ret (a new reference), 1 with the
+ * server's "desc" in *error (malloced), or -1 after printing what went
+ * wrong with the socket.
  */
 extern int control_call (const char *path, json_object *request,
                          json_object **ret, char **error);
+
+/* The same on one connection kept for several requests (what a client
+ * holds, such as a pause, lasts as long as it): control_connect gives
+ * its descriptor (-1 after printing why), close it when done.
+ */
+extern int control_connect (const char *path);
+extern int control_call_on (int fd, const char *path, json_object *request,
+                            json_object **ret, char **error);
 
 #endif /* DIRTYBITMAP_CONTROL_CLIENT_H */

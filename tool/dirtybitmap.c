@@ -118,13 +118,18 @@ usage (int status)
 "\n"
 "Subcommands:\n"
 "  %s info [--output=human|json] [-U] FILE\n"
+"  %s info [--output=human|json] --control SOCKET\n"
 "  %s bitmap (--add | --remove | --clear | --enable | --disable |\n"
 "            --merge SRC)... [-b SOURCE_FILE] [-g GRANULARITY]\n"
 "            [--size SIZE] FILE BITMAP\n"
+"  %s bitmap ACTIONS... --control SOCKET BITMAP\n"
 "  %s map [--output=human|json] [-U] FILE BITMAP\n"
 "  %s check FILE\n"
 "  %s copy [-p] [--output=human|json] [--requests N] [--connections N]\n"
 "            [--request-size SIZE] [--full] [--trim-source]\n"
+"            SOURCE_URI TARGET\n"
+"  %s backup --control SOCKET [--incremental BITMAP] --checkpoint NEW\n"
+"            [--remove-incremental] [-p] [--output=human|json]\n"
 "            SOURCE_URI TARGET\n"
 "\n"
 "Options:\n"
@@ -136,10 +141,12 @@ usage (int status)
 "  %s bitmap --add --size 10G disk.img.bitmaps b0\n"
 "  %s info disk.img.bitmaps\n"
 "  %s copy -p nbd+unix:///?socket=/tmp/sock backup.img\n"
+"  %s backup --control /tmp/ctl --incremental b0 --checkpoint b1 \\\n"
+"      nbd+unix:///?socket=/tmp/sock backup.img\n"
 "\n"
 "'%s SUBCOMMAND --help' describes a subcommand; see dirtybitmap(1).\n",
            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
-           prog);
+           prog, prog, prog, prog, prog);
   exit (status);
 }
 
@@ -151,7 +158,7 @@ main (int argc, char *argv[])
     int (*fn) (int, char **);
   } subs[] = {
     { "info", do_info }, { "bitmap", do_bitmap }, { "map", do_map },
-    { "check", do_check }, { "copy", do_copy },
+    { "check", do_check }, { "copy", do_copy }, { "backup", do_backup },
   };
   size_t i;
 

@@ -23,6 +23,7 @@ extern int do_bitmap (int argc, char *argv[]);
 extern int do_map (int argc, char *argv[]);
 extern int do_check (int argc, char *argv[]);
 extern int do_copy (int argc, char *argv[]);
+extern int do_backup (int argc, char *argv[]);
 
 /* "--output=human|json": returns 0 human, 1 json, -1 (reported). */
 extern int parse_output (const char *sub, const char *value);

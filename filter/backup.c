@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* backup.c: the backup view's lifecycle (see backup.h).
+ *
+ * backup-begin makes its cut with the gate (inflight.h): new requests
+ * wait, and once none is in flight it copies the chosen bitmap's bits,
+ * adds the checkpoint (a transaction, store.c), and publishes the view
+ * before the gate opens.  So a write completed before the reply is in
+ * the view's data and in the old bitmap, and one started after it is
+ * kept out of the view by copy-before-write and recorded in the
+ * checkpoint: the same rule as a transaction.
+ *
+ * backup-end unpublishes the view, waits for a grace period (no write
+ * still preserving into it), then ends it: its store goes, and reads
+ * on connections still open fail.
+ *
+ * One view at a time.  Everything here runs on the control thread.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <errno.h>
+#include <pthread.h>
+
+#include <nbdkit-filter.h>
+
+#include "backup.h"
+#include "inflight.h"
+#include "store.h"
+#include "tracker.h"
+#include "util.h"
+
+static const char *disk_export;
+static char *default_dir;
+static struct view *current;            /* atomic */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  char *name, *bitmap, *checkpoint;
+  const void *owner;
+  bool end_with_owner;
+} active;
+
+void
+backup_init (const char *export_name, const char *dir)
+{
+  disk_export = export_name;
+  free (default_dir);
+  default_dir = strdup (dir);
+}
+
+struct view *
+backup_current (void)
+{
+  return __atomic_load_n (&current, __ATOMIC_ACQUIRE);
+}
+
+static void
+forget_active_locked (void)
+{
+  free (active.name);
+  free (active.bitmap);
+  free (active.checkpoint);
+  memset (&active, 0, sizeof active);
+}
+
+/* The frozen copy of bitmap's bits, with the gate closed. */
+static int
+freeze (const char *bitmap, struct bits *frozen, unsigned *gbits,
+        struct bmerr *err)
+{
+  const struct bitmap_set *s = tracker_current ();
+  const struct live_bitmap *lb = set_find (s, bitmap);
+  size_t len;
+
+  if (lb == NULL) {
+    bmerr_set (err, ENOENT, "bitmap %s not found", bitmap);
+    return -1;
+  }
+  if (lb->flags & BMF_INCONSISTENT) {
+    bmerr_set (err, EINVAL, "bitmap %s is inconsistent: it may have missed "
+               "changes, so an incremental backup from it would too: "
+               "take a full backup", bitmap);
+    return -1;
+  }
+  len = bits_nr_words (lb->bits.nr_bits) * sizeof (uint64_t);
+  memset (frozen, 0, sizeof *frozen);
+  frozen->nr_bits = lb->bits.nr_bits;
+  frozen->words = malloc (MAX (len, 1));
+  if (frozen->words == NULL) {
+    bmerr_set (err, errno, "%s", strerror (errno));
+    return -1;
+  }
+  tracker_lock ();
+  if (len)
+    memcpy (frozen->words, lb->bits.words, len);
+  tracker_unlock ();
+  *gbits = lb->gbits;
+  return 0;
+}
+
+int
+backup_begin (const struct backup_params *p, const void *owner,
+              bool end_with_owner, struct bmerr *err)
+{
+  struct bits frozen = { .words = NULL }, *fp = NULL;
+  struct scratch *scratch;
+  struct view *v = NULL;
+  unsigned gbits = BMF_DEFAULT_GBITS;
+  uint64_t size;
+
+  pthread_mutex_lock (&lock);
+  if (backup_current ()) {
+    bmerr_set (err, EBUSY, "a backup is already running (view %s): end it "
+               "first (backup-end)", active.name);
+    goto err;
+  }
+  if (strcmp (p->name, disk_export) == 0) {
+    bmerr_set (err, EINVAL, "the view cannot be named %s: that is the "
+               "disk's export name", p->name);
+    goto err;
+  }
+  if (p->checkpoint && p->bitmap && strcmp (p->checkpoint, p->bitmap) == 0) {
+    bmerr_set (err, EINVAL, "the checkpoint must be a new bitmap, not %s",
+               p->bitmap);
+    goto err;
+  }
+  scratch = scratch_create (p->scratch ? p->scratch : default_dir, err);
+  if (scratch == NULL)
+    goto err;
+
+  /* The cut. */
+  inflight_close ();
+  if (!tracker_current ()->sized) {
+    bmerr_set (err, EAGAIN, "the disk size is not known yet (no client has "
+               "connected): nothing to back up");
+    goto err_open;
+  }
+  size = tracker_current ()->disk_size;
+  if (p->bitmap) {
+    if (freeze (p->bitmap, &frozen, &gbits, err) == -1)
+      goto err_open;
+    fp = &frozen;
+  }
+  if (p->checkpoint) {
+    struct action add = { .kind = ACT_ADD, .bitmap = p->checkpoint,
+                          .gbits = gbits };
+    if (store_transaction (&add, 1, err) == -1)
+      goto err_open;
+  }
+  v = view_create (p->name, size, fp, gbits, scratch, err);
+  scratch = NULL;
+  fp = NULL;
+  if (v == NULL)
+    goto err_open;              /* the checkpoint stays: it loses nothing */
+  __atomic_store_n (&current, v, __ATOMIC_RELEASE);
+  inflight_open ();
+
+  active.name = strdup (p->name);
+  active.bitmap = p->bitmap ? strdup (p->bitmap) : NULL;
+  active.checkpoint = p->checkpoint ? strdup (p->checkpoint) : NULL;
+  active.owner = owner;
+  active.end_with_owner = end_with_owner;
+  pthread_mutex_unlock (&lock);
+  nbdkit_debug ("dirtybitmap: backup view %s begun (%s%s%s%s%s)", p->name,
+                p->bitmap ? "incremental from " : "full",
+                p->bitmap ? p->bitmap : "",
+                p->checkpoint ? ", checkpoint " : "",
+                p->checkpoint ? p->checkpoint : "", "");
+  return 0;
+
+ err_open:
+  inflight_open ();
+  scratch_free (scratch);
+  free (frozen.words);
+ err:
+  pthread_mutex_unlock (&lock);
+  return -1;
+}
+
+int
+backup_end (const char *name, struct bmerr *err)
+{
+  struct view *v;
+
+  pthread_mutex_lock (&lock);
+  v = backup_current ();
+  if (v == NULL || strcmp (view_name (v), name) != 0) {
+    bmerr_set (err, ENOENT, "no backup view named %s", name);
+    pthread_mutex_unlock (&lock);
+    return -1;
+  }
+  __atomic_store_n (&current, NULL, __ATOMIC_RELEASE);
+  forget_active_locked ();
+  pthread_mutex_unlock (&lock);
+
+  inflight_grace ();            /* no write preserves into it any more */
+  view_end (v);
+  view_unref (v);
+  nbdkit_debug ("dirtybitmap: backup view %s ended", name);
+  return 0;
+}
+
+void
+backup_owner_gone (const void *owner)
+{
+  char *name, *checkpoint;
+  struct bmerr err;
+
+  pthread_mutex_lock (&lock);
+  if (backup_current () == NULL || active.owner != owner ||
+      !active.end_with_owner) {
+    pthread_mutex_unlock (&lock);
+    return;
+  }
+  name = strdup (active.name);
+  checkpoint = active.checkpoint ? strdup (active.checkpoint) : NULL;
+  pthread_mutex_unlock (&lock);
+  if (name == NULL)
+    return;
+
+  nbdkit_error ("dirtybitmap: backup view %s: the control client that began "
+                "it has gone: the backup is ended%s%s", name,
+                checkpoint ? " and its checkpoint removed: " : "",
+                checkpoint ? checkpoint : "");
+  if (backup_end (name, &err) == -1)
+    nbdkit_error ("dirtybitmap: %s", err.msg);
+  if (checkpoint) {
+    struct action remove = { .kind = ACT_REMOVE, .bitmap = checkpoint };
+    if (store_transaction (&remove, 1, &err) == -1)
+      nbdkit_error ("dirtybitmap: %s", err.msg);
+  }
+  free (name);
+  free (checkpoint);
+}
+
+struct view *
+backup_open_view (const char *name)
+{
+  struct view *v;
+
+  pthread_mutex_lock (&lock);
+  v = backup_current ();
+  if (v && strcmp (view_name (v), name) == 0)
+    view_ref (v);
+  else
+    v = NULL;
+  pthread_mutex_unlock (&lock);
+  return v;
+}
+
+void
+backup_query (struct backup_info *info)
+{
+  struct view *v;
+
+  memset (info, 0, sizeof *info);
+  pthread_mutex_lock (&lock);
+  v = backup_current ();
+  if (v) {
+    info->active = true;
+    info->name = strdup (active.name);
+    info->bitmap = active.bitmap ? strdup (active.bitmap) : NULL;
+    info->checkpoint = active.checkpoint ? strdup (active.checkpoint) : NULL;
+    view_info (v, &info->view);
+  }
+  pthread_mutex_unlock (&lock);
+}
+
+void
+backup_info_free (struct backup_info *info)
+{
+  free (info->name);
+  free (info->bitmap);
+  free (info->checkpoint);
+  memset (info, 0, sizeof *info);
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* backup.h: the backup view's lifecycle: begin at a cut, end, and
+ * finding it for the write path and for connections.
+ */
+
+#ifndef DIRTYBITMAP_BACKUP_H
+#define DIRTYBITMAP_BACKUP_H
+
+#include <stdbool.h>
+
+#include "error.h"
+#include "view.h"
+
+/* The export name of the disk (a view may not take it). */
+extern void backup_init (const char *export_name, const char *default_dir);
+
+/* The view that writes must keep, or NULL: lock-free, valid while the
+ * request is in flight.
+ */
+extern struct view *backup_current (void);
+
+struct backup_params {
+  const char *name;             /* the view's export name */
+  const char *bitmap;           /* incremental from it, or NULL: full */
+  const char *checkpoint;       /* added at the cut, or NULL */
+  const char *scratch;          /* directory of the store, or NULL */
+};
+
+/* Freeze a view (and add the checkpoint) at one cut through the
+ * writes.  owner identifies who began it (backup_owned_by).
+ */
+extern int backup_begin (const struct backup_params *p, const void *owner,
+                         bool end_with_owner, struct bmerr *err);
+extern int backup_end (const char *name, struct bmerr *err);
+
+/* The owner has gone: if it began the backup asking for that, end it
+ * and remove the checkpoint it added.
+ */
+extern void backup_owner_gone (const void *owner);
+
+/* A connection for export name: a reference to the view, or NULL. */
+extern struct view *backup_open_view (const char *name);
+
+struct backup_info {
+  bool active;
+  char *name, *bitmap, *checkpoint;
+  struct view_info view;
+};
+extern void backup_query (struct backup_info *info);
+extern void backup_info_free (struct backup_info *info);
+
+#endif /* DIRTYBITMAP_BACKUP_H */

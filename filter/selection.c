@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* selection.c: which bitmap answers block status (see selection.h).
+ *
+ * New connections take the bitmap selected when they connect.  One
+ * that asks for block status pins it from its first request until it
+ * closes: a backup client reading the map must not see it cleared or
+ * removed under it, so clear and remove of a pinned bitmap are
+ * refused.  Connections that only write pin nothing.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <pthread.h>
+
+#include "selection.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char *selected;
+static struct pin { char *name; unsigned count; } *pins;
+static size_t nr_pins;
+
+int
+selection_set (const char *name)
+{
+  char *copy = NULL;
+
+  if (name && (copy = strdup (name)) == NULL)
+    return -1;
+  pthread_mutex_lock (&lock);
+  free (selected);
+  selected = copy;
+  pthread_mutex_unlock (&lock);
+  return 0;
+}
+
+bool
+selection_is (const char *name)
+{
+  bool r;
+
+  pthread_mutex_lock (&lock);
+  r = selected && strcmp (selected, name) == 0;
+  pthread_mutex_unlock (&lock);
+  return r;
+}
+
+int
+selection_get (char **name)
+{
+  int r = 0;
+
+  pthread_mutex_lock (&lock);
+  *name = NULL;
+  if (selected && (*name = strdup (selected)) == NULL)
+    r = -1;
+  pthread_mutex_unlock (&lock);
+  return r;
+}
+
+void
+selection_forget_unless (bool (*exists) (const char *name))
+{
+  pthread_mutex_lock (&lock);
+  if (selected && !exists (selected)) {
+    free (selected);
+    selected = NULL;
+  }
+  pthread_mutex_unlock (&lock);
+}
+
+int
+selection_pin (const char *name)
+{
+  struct pin *p;
+  size_t i;
+  int r = 0;
+
+  pthread_mutex_lock (&lock);
+  for (i = 0; i < nr_pins; ++i)
+    if (strcmp (pins[i].name, name) == 0)
+      break;
+  if (i == nr_pins) {
+    p = realloc (pins, (nr_pins + 1) * sizeof *p);
+    if (p == NULL || (p[i].name = strdup (name)) == NULL) {
+      if (p)
+        pins = p;
+      r = -1;
+      goto out;
+    }
+    pins = p;
+    pins[i].count = 0;
+    nr_pins++;
+  }
+  pins[i].count++;
+ out:
+  pthread_mutex_unlock (&lock);
+  return r;
+}
+
+void
+selection_unpin (const char *name)
+{
+  size_t i;
+
+  pthread_mutex_lock (&lock);
+  for (i = 0; i < nr_pins; ++i)
+    if (strcmp (pins[i].name, name) == 0) {
+      if (--pins[i].count == 0) {
+        free (pins[i].name);
+        pins[i] = pins[--nr_pins];
+      }
+      break;
+    }
+  pthread_mutex_unlock (&lock);
+}
+
+int
+selection_check_discards (const struct action *acts, size_t n,
+                          struct bmerr *err)
+{
+  char buf[BMF_MAX_NAME + 16];
+  size_t i, j;
+  int r = 0;
+
+  pthread_mutex_lock (&lock);
+  for (i = 0; r == 0 && i < n; ++i) {
+    if (!act_discards (&acts[i]))
+      continue;
+    for (j = 0; j < nr_pins; ++j)
+      if (strcmp (pins[j].name, acts[i].bitmap) == 0) {
+        bmerr_set (err, EBUSY, "action %s on bitmap %s failed: bitmap %s "
+                   "is in use: %u connection%s read%s its block status",
+                   act_to_string (&acts[i], buf, sizeof buf),
+                   acts[i].bitmap, acts[i].bitmap, pins[j].count,
+                   pins[j].count == 1 ? "" : "s",
+                   pins[j].count == 1 ? "s" : "");
+        r = -1;
+        break;
+      }
+  }
+  pthread_mutex_unlock (&lock);
+  return r;
+}
+
+void
+selection_free (void)
+{
+  size_t i;
+
+  pthread_mutex_lock (&lock);
+  free (selected);
+  selected = NULL;
+  for (i = 0; i < nr_pins; ++i)
+    free (pins[i].name);
+  free (pins);
+  pins = NULL;
+  nr_pins = 0;
+  pthread_mutex_unlock (&lock);
+}

@@ -1,0 +1,557 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* view.c: a backup view (see view.h): copy-before-write, and the
+ * frozen disk read back.
+ *
+ * The view works in granules of 2^gbits bytes (64K, or the frozen
+ * bitmap's granularity when that is smaller, so that only what the
+ * bitmap says changed is ever kept).  Per granule, four bit arrays:
+ *
+ *   preserved  its data at the cut is in the scratch store;
+ *   lost       it was overwritten but could not be kept (the store
+ *              failed): reads of it fail, the view is broken;
+ *   released   the client said it is done with it (a trim);
+ *   done       nothing more to do before a write to it: not needed by
+ *              the view (clean in the frozen bitmap, released), or
+ *              preserved, or lost.
+ *
+ * A write to the disk tests `done` for its granules lock-free: once a
+ * granule is dealt with, that is all it costs.  Otherwise, per granule
+ * not done: wait until nobody reads or preserves it, read its old data
+ * from the layer below, write it to the store, mark it, and only then
+ * let the write go down.
+ *
+ * A read of the view registers its granules as busy, so that no write
+ * can overwrite one of them while it is being read from below; a
+ * preserved granule is read from the store, anything else it needs
+ * from below (unchanged since the cut, as no write to it has gone
+ * down).  A read waits for a granule being preserved.  So a read never
+ * sees a half-overwritten granule.  Reads of what the view does not
+ * hold (clean in an incremental view, released, lost) fail with EIO
+ * rather than return data that may be newer than the cut.
+ *
+ * All of it is under `lock`, except the lock-free test and the I/O.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <string.h>
+#include <errno.h>
+#include <pthread.h>
+
+#include "format.h"
+#include "util.h"
+#include "view.h"
+
+#define VIEW_MAX_GBITS 16               /* 64K */
+
+struct busy {
+  uint64_t first, last;                 /* granules */
+  bool preserving;                      /* else reading */
+};
+
+struct view {
+  char *name;
+  uint64_t size;                        /* the disk at the cut */
+  unsigned gbits;
+  uint64_t nr;                          /* granules */
+  bool full;
+  struct bits frozen;                   /* incremental: at frozen_gbits */
+  unsigned frozen_gbits;
+  struct bits done, preserved, released, lost;
+  struct scratch *scratch;
+
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  struct busy *busy;
+  size_t nr_busy, cap_busy;
+  unsigned refs;
+  bool ended;
+  bool failed;                          /* atomic */
+};
+
+/*----------------------------------------------------------------------
+ * Lifetime.
+ */
+
+static int
+alloc_bits (struct bits *b, uint64_t nr)
+{
+  b->nr_bits = nr;
+  b->words = calloc (MAX (bits_nr_words (nr), 1), sizeof (uint64_t));
+  return b->words ? 0 : -1;
+}
+
+/* Granules of the view that the frozen bitmap says did not change are
+ * done from the start: set them run by run (the cost grows with the
+ * number of runs, not the size of the disk).
+ */
+static void
+mark_unchanged (uint64_t offset, uint64_t length, bool dirty, void *opaque)
+{
+  struct view *v = opaque;
+
+  if (!dirty && length)
+    bits_set_range (&v->done, offset >> v->gbits,
+                    MIN ((offset + length - 1) >> v->gbits, v->nr - 1));
+}
+
+static void
+view_free (struct view *v)
+{
+  free (v->frozen.words);
+  free (v->done.words);
+  free (v->preserved.words);
+  free (v->released.words);
+  free (v->lost.words);
+  free (v->busy);
+  scratch_free (v->scratch);
+  pthread_mutex_destroy (&v->lock);
+  pthread_cond_destroy (&v->cond);
+  free (v->name);
+  free (v);
+}
+
+struct view *
+view_create (const char *name, uint64_t size, struct bits *frozen,
+             unsigned frozen_gbits, struct scratch *scratch,
+             struct bmerr *err)
+{
+  struct view *v = calloc (1, sizeof *v);
+
+  if (v == NULL) {
+    bmerr_set (err, errno, "%s", strerror (errno));
+    scratch_free (scratch);
+    if (frozen)
+      free (frozen->words);
+    return NULL;
+  }
+  pthread_mutex_init (&v->lock, NULL);
+  pthread_cond_init (&v->cond, NULL);
+  v->refs = 1;
+  v->scratch = scratch;
+  v->size = size;
+  v->full = frozen == NULL;
+  v->gbits = v->full ? VIEW_MAX_GBITS : MIN (frozen_gbits, VIEW_MAX_GBITS);
+  v->nr = bmf_nr_bits (size, v->gbits);
+  if (frozen) {
+    v->frozen = *frozen;
+    v->frozen_gbits = frozen_gbits;
+    memset (frozen, 0, sizeof *frozen);
+  }
+  if ((v->name = strdup (name)) == NULL ||
+      alloc_bits (&v->done, v->nr) == -1 ||
+      alloc_bits (&v->preserved, v->nr) == -1 ||
+      alloc_bits (&v->released, v->nr) == -1 ||
+      alloc_bits (&v->lost, v->nr) == -1) {
+    bmerr_set (err, errno, "%s", strerror (errno));
+    view_free (v);
+    return NULL;
+  }
+  if (!v->full && v->nr)
+    bits_for_each_run (&v->frozen, v->frozen_gbits, size, mark_unchanged, v);
+  return v;
+}
+
+void
+view_ref (struct view *v)
+{
+  pthread_mutex_lock (&v->lock);
+  v->refs++;
+  pthread_mutex_unlock (&v->lock);
+}
+
+void
+view_unref (struct view *v)
+{
+  bool last;
+
+  pthread_mutex_lock (&v->lock);
+  last = --v->refs == 0;
+  pthread_mutex_unlock (&v->lock);
+  if (last)
+    view_free (v);
+}
+
+void
+view_end (struct view *v)
+{
+  struct scratch *s;
+
+  pthread_mutex_lock (&v->lock);
+  v->ended = true;
+  /* Reads and preservations under way finish first. */
+  while (v->nr_busy > 0)
+    pthread_cond_wait (&v->cond, &v->lock);
+  s = v->scratch;
+  v->scratch = NULL;
+  pthread_mutex_unlock (&v->lock);
+  scratch_free (s);
+}
+
+const char *
+view_name (const struct view *v)
+{
+  return v->name;
+}
+
+uint64_t
+view_size (const struct view *v)
+{
+  return v->size;
+}
+
+static uint64_t
+granule_bytes (const struct view *v, uint64_t i)
+{
+  uint64_t start = i << v->gbits;
+  return MIN (UINT64_C (1) << v->gbits, v->size - start);
+}
+
+/* Bytes of the granules set in b. */
+static uint64_t
+bytes_of (const struct view *v, const struct bits *b)
+{
+  uint64_t n = bits_count (b), bytes = n << v->gbits;
+
+  /* The last granule may be short. */
+  if (v->nr && bits_test (b, v->nr - 1))
+    bytes -= (UINT64_C (1) << v->gbits) - granule_bytes (v, v->nr - 1);
+  return bytes;
+}
+
+void
+view_info (struct view *v, struct view_info *info)
+{
+  pthread_mutex_lock (&v->lock);
+  info->size = v->size;
+  info->granularity = UINT64_C (1) << v->gbits;
+  info->full = v->full;
+  info->failed = __atomic_load_n (&v->failed, __ATOMIC_ACQUIRE);
+  info->preserved_bytes = bytes_of (v, &v->preserved);
+  info->lost_bytes = bytes_of (v, &v->lost);
+  info->scratch_bytes = v->scratch ? scratch_allocated (v->scratch) : 0;
+  pthread_mutex_unlock (&v->lock);
+}
+
+/*----------------------------------------------------------------------
+ * Busy granules (lock held).
+ */
+
+/* Whether [first, last] overlaps a busy entry (of preservers only, if
+ * preservers_only).
+ */
+static bool
+busy_locked (const struct view *v, uint64_t first, uint64_t last,
+             bool preservers_only)
+{
+  size_t i;
+
+  for (i = 0; i < v->nr_busy; ++i)
+    if (v->busy[i].first <= last && first <= v->busy[i].last &&
+        (!preservers_only || v->busy[i].preserving))
+      return true;
+  return false;
+}
+
+static int
+add_busy_locked (struct view *v, uint64_t first, uint64_t last,
+                 bool preserving)
+{
+  if (v->nr_busy == v->cap_busy) {
+    size_t cap = v->cap_busy ? v->cap_busy * 2 : 16;
+    struct busy *b = realloc (v->busy, cap * sizeof *b);
+    if (b == NULL)
+      return -1;
+    v->busy = b;
+    v->cap_busy = cap;
+  }
+  v->busy[v->nr_busy++] = (struct busy) { first, last, preserving };
+  return 0;
+}
+
+static void
+remove_busy_locked (struct view *v, uint64_t first, uint64_t last,
+                    bool preserving)
+{
+  size_t i;
+
+  for (i = 0; i < v->nr_busy; ++i)
+    if (v->busy[i].first == first && v->busy[i].last == last &&
+        v->busy[i].preserving == preserving) {
+      v->busy[i] = v->busy[--v->nr_busy];
+      break;
+    }
+  pthread_cond_broadcast (&v->cond);
+}
+
+/*----------------------------------------------------------------------
+ * Copy-before-write.
+ */
+
+static void
+broken (struct view *v, uint64_t i, const char *why, int e)
+{
+  if (!__atomic_exchange_n (&v->failed, true, __ATOMIC_ACQ_REL))
+    nbdkit_error ("dirtybitmap: backup view %s: the data of granule %"
+                  PRIu64 " (offset %" PRIu64 ") could not be kept: %s: %s: "
+                  "the view is broken and the backup has failed (the disk "
+                  "itself is not affected)", v->name, i, i << v->gbits,
+                  why, strerror (e));
+}
+
+/* Keep the old data of granule i, unless it is done by now. */
+static void
+preserve (struct view *v, nbdkit_next *next, uint64_t i, char *buf)
+{
+  const uint64_t offset = i << v->gbits, len = granule_bytes (v, i);
+  int e = 0, r;
+
+  pthread_mutex_lock (&v->lock);
+  for (;;) {
+    if (bits_test (&v->done, i)) {
+      pthread_mutex_unlock (&v->lock);
+      return;
+    }
+    if (!busy_locked (v, i, i, false))
+      break;
+    pthread_cond_wait (&v->cond, &v->lock);
+  }
+  if (v->scratch == NULL || add_busy_locked (v, i, i, true) == -1) {
+    /* Ended, or out of memory: the data cannot be kept. */
+    bits_set_range (&v->lost, i, i);
+    bits_set_range (&v->done, i, i);
+    pthread_mutex_unlock (&v->lock);
+    broken (v, i, "out of memory", ENOMEM);
+    return;
+  }
+  pthread_mutex_unlock (&v->lock);
+
+  r = next->pread (next, buf, len, offset, 0, &e);
+  if (r == -1 && e == 0)
+    e = EIO;
+  if (r == 0 && scratch_write (v->scratch, buf, len, offset) == -1)
+    r = -1, e = errno;
+
+  pthread_mutex_lock (&v->lock);
+  bits_set_range (r == 0 ? &v->preserved : &v->lost, i, i);
+  bits_set_range (&v->done, i, i);
+  remove_busy_locked (v, i, i, true);
+  pthread_mutex_unlock (&v->lock);
+  if (r == -1)
+    broken (v, i, "the scratch store or the layer below failed", e);
+}
+
+void
+view_before_write (struct view *v, nbdkit_next *next, uint32_t count,
+                   uint64_t offset)
+{
+  uint64_t first, last, i;
+  char *buf = NULL;
+
+  if (count == 0 || offset >= v->size)
+    return;
+  first = offset >> v->gbits;
+  last = MIN ((offset + count - 1) >> v->gbits, v->nr - 1);
+  if (bits_all_set (&v->done, first, last))
+    return;
+  for (i = first; i <= last; ++i) {
+    if (bits_test (&v->done, i))
+      continue;
+    if (buf == NULL && (buf = malloc (UINT64_C (1) << v->gbits)) == NULL) {
+      pthread_mutex_lock (&v->lock);
+      for (; i <= last; ++i)
+        if (!bits_test (&v->done, i) && !busy_locked (v, i, i, true)) {
+          bits_set_range (&v->lost, i, i);
+          bits_set_range (&v->done, i, i);
+        }
+      pthread_mutex_unlock (&v->lock);
+      broken (v, first, "out of memory", ENOMEM);
+      return;
+    }
+    preserve (v, next, i, buf);
+  }
+  free (buf);
+}
+
+/*----------------------------------------------------------------------
+ * The view's side.
+ */
+
+/* Whether the view holds granule i (lock held, or after the granule
+ * was registered busy).
+ */
+static bool
+needed (const struct view *v, uint64_t i)
+{
+  uint64_t f;
+
+  if (bits_test (&v->released, i))
+    return false;
+  if (v->full)
+    return true;
+  f = i >> (v->frozen_gbits - v->gbits);
+  return f < v->frozen.nr_bits && bits_test (&v->frozen, f);
+}
+
+static int
+refuse (struct view *v, int *err, const char *fs, ...)
+  __attribute__ ((format (printf, 3, 4)));
+
+static int
+refuse (struct view *v, int *err, const char *fs, ...)
+{
+  va_list args;
+  char *msg;
+
+  va_start (args, fs);
+  if (vasprintf (&msg, fs, args) == -1)
+    msg = NULL;
+  va_end (args);
+  nbdkit_error ("dirtybitmap: backup view %s: %s", v->name,
+                msg ? msg : "cannot be read");
+  free (msg);
+  *err = EIO;
+  return -1;
+}
+
+int
+view_read (struct view *v, nbdkit_next *next, void *buf, uint32_t count,
+           uint64_t offset, int *err)
+{
+  uint64_t first, last, i, pos, end = offset + count;
+  int r = 0;
+
+  if (count == 0)
+    return 0;
+  first = offset >> v->gbits;
+  last = (end - 1) >> v->gbits;
+  pthread_mutex_lock (&v->lock);
+  while (!v->ended && busy_locked (v, first, last, true))
+    pthread_cond_wait (&v->cond, &v->lock);
+  if (v->ended) {
+    pthread_mutex_unlock (&v->lock);
+    return refuse (v, err, "the backup has ended");
+  }
+  if (add_busy_locked (v, first, last, false) == -1) {
+    pthread_mutex_unlock (&v->lock);
+    *err = ENOMEM;
+    return -1;
+  }
+  /* What each granule is, now that no write can change it. */
+  for (i = first; i <= last; ++i)
+    if (bits_test (&v->lost, i) || !needed (v, i))
+      break;
+  pthread_mutex_unlock (&v->lock);
+  if (i <= last) {
+    const bool lost = bits_test (&v->lost, i);
+    r = refuse (v, err, "offset %" PRIu64 " %s", MAX (offset, i << v->gbits),
+                lost ? "was overwritten before its data could be kept "
+                "(the view is broken)" :
+                bits_test (&v->released, i) ? "was released (trimmed) by "
+                "the client" : "did not change since the bitmap started: "
+                "this incremental view holds only the changed ranges that "
+                "block status reports as data");
+    goto out;
+  }
+
+  /* Runs of granules from one place. */
+  for (pos = offset; r == 0 && pos < end; ) {
+    const bool kept = bits_test (&v->preserved, pos >> v->gbits);
+    uint64_t run_end = pos;
+
+    while (run_end < end &&
+           bits_test (&v->preserved, run_end >> v->gbits) == kept)
+      run_end = MIN (((run_end >> v->gbits) + 1) << v->gbits, end);
+    if (kept) {
+      if (scratch_read (v->scratch, (char *) buf + (pos - offset),
+                        run_end - pos, pos) == -1) {
+        *err = errno;
+        r = refuse (v, err, "reading the scratch store: %m");
+      }
+    }
+    else
+      r = next->pread (next, (char *) buf + (pos - offset), run_end - pos,
+                       pos, 0, err);
+    pos = run_end;
+  }
+
+ out:
+  pthread_mutex_lock (&v->lock);
+  remove_busy_locked (v, first, last, false);
+  pthread_mutex_unlock (&v->lock);
+  return r;
+}
+
+int
+view_release (struct view *v, uint32_t count, uint64_t offset, int *err)
+{
+  uint64_t first, last, i;
+
+  /* Whole granules only. */
+  first = DIV_ROUND_UP (offset, UINT64_C (1) << v->gbits);
+  last = (offset + count) >> v->gbits;  /* one past */
+  if ((offset + count) >= v->size)
+    last = v->nr;
+  if (first >= last)
+    return 0;
+  last--;
+  pthread_mutex_lock (&v->lock);
+  while (!v->ended && busy_locked (v, first, last, false))
+    pthread_cond_wait (&v->cond, &v->lock);
+  if (!v->ended)
+    for (i = first; i <= last; ++i)
+      if (!bits_test (&v->released, i)) {
+        bits_set_range (&v->released, i, i);
+        bits_set_range (&v->done, i, i);
+        if (bits_test (&v->preserved, i))
+          scratch_release (v->scratch, granule_bytes (v, i), i << v->gbits);
+      }
+  pthread_mutex_unlock (&v->lock);
+  return 0;
+}
+
+int
+view_extents (struct view *v, uint32_t count, uint64_t offset,
+              uint32_t flags, struct nbdkit_extents *extents, int *err)
+{
+  const uint64_t end = MIN (v->size, offset + count);
+  const unsigned g = v->frozen_gbits;
+  uint64_t pos = offset;
+
+  if (v->full) {
+    if (nbdkit_add_extent (extents, offset, v->size - offset, 0) == -1)
+      goto fail;
+    return 0;
+  }
+  /* Changed (data) or not (hole), from the frozen bits; the runs may
+   * go on past the request, up to the end of the disk.
+   */
+  while (pos < end) {
+    uint64_t g0 = pos >> g, run_end;
+    bool dirty;
+
+    if (g0 >= v->frozen.nr_bits) {
+      if (nbdkit_add_extent (extents, pos, v->size - pos, 0) == -1)
+        goto fail;
+      break;
+    }
+    run_end = MIN (bits_run (&v->frozen, g0, v->frozen.nr_bits, &dirty) << g,
+                   v->size);
+    if (nbdkit_add_extent (extents, pos, run_end - pos,
+                           dirty ? 0 : NBDKIT_EXTENT_HOLE) == -1)
+      goto fail;
+    pos = run_end;
+    if (flags & NBDKIT_FLAG_REQ_ONE)
+      break;
+  }
+  return 0;
+
+ fail:
+  *err = errno;
+  return -1;
+}

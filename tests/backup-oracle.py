@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+# backup-oracle.py: the point-in-time oracle of the backup view tests.
+#
+#   backup-oracle.py write URI FIRST BLOCKS LOG STOPFILE
+#       Write 4K blocks FIRST to FIRST+BLOCKS-1, tagged (block number,
+#       version), at random with up to 16 requests in flight (never two
+#       on one block: writers get blocks of their own), until
+#       STOPFILE exists; LOG gets a line per write: block version start
+#       end (CLOCK_MONOTONIC nanoseconds, before issuing and after the
+#       reply).
+#   backup-oracle.py cut SOCKET LOG ARGS-JSON
+#       Send backup-begin with ARGS-JSON on the control socket; append
+#       "cut SEND RECV" to LOG around it; fail if it fails.
+#   backup-oracle.py check TARGET BLOCKS CUTLOG WRITELOG...
+#       Every block of TARGET must hold a version the last cut allows:
+#       no older than the last write to it completed before the cut was
+#       sent, and not one whose write started after the reply came
+#       back.  Prints what it checked.
+import json
+import os
+import random
+import socket
+import struct
+import sys
+import time
+
+BLOCK = 4096
+
+
+def tag(block, version):
+    return struct.pack("<QQ", block, version) * (BLOCK // 16)
+
+
+def untag(data, block):
+    if data == bytes(BLOCK):
+        return 0
+    b, v = struct.unpack_from("<QQ", data)
+    if b != block or data != tag(b, v):
+        sys.exit("block %d holds something no write wrote (%r...)"
+                 % (block, data[:16]))
+    return v
+
+
+def write(uri, first, blocks, log, stopfile):
+    import nbd
+    h = nbd.NBD()
+    h.connect_uri(uri)
+    versions = [0] * (first + blocks)
+    busy = set()
+    out = open(log, "w")
+    rng = random.Random(os.getpid())
+    inflight = 0
+
+    def done(block, version, start, error):
+        nonlocal inflight
+        end = time.monotonic_ns()
+        if error.value:
+            sys.exit("write of block %d failed" % block)
+        out.write("%d %d %d %d\n" % (block, version, start, end))
+        busy.discard(block)
+        inflight -= 1
+        return 1
+
+    n = 0
+    while not os.path.exists(stopfile) or inflight:
+        while inflight < 16 and not os.path.exists(stopfile):
+            b = first + rng.randrange(blocks)
+            if b in busy:
+                continue
+            busy.add(b)
+            versions[b] += 1
+            v = versions[b]
+            start = time.monotonic_ns()
+            h.aio_pwrite(tag(b, v), b * BLOCK,
+                         lambda err, b=b, v=v, s=start: done(b, v, s, err))
+            inflight += 1
+            n += 1
+        if inflight:
+            h.poll(-1)
+    out.close()
+    h.shutdown()
+
+
+def cut(sock, log, args):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    f = s.makefile("rw")
+    req = json.dumps({"execute": "backup-begin",
+                      "arguments": json.loads(args)})
+    send = time.monotonic_ns()
+    f.write(req + "\n")
+    f.flush()
+    reply = json.loads(f.readline())
+    recv = time.monotonic_ns()
+    if "return" not in reply:
+        sys.exit("backup-begin: %r" % reply)
+    with open(log, "a") as out:
+        out.write("cut %d %d\n" % (send, recv))
+
+
+def check(target, blocks, cutlog, writelogs):
+    send, recv = [int(x) for x in open(cutlog).read().split()[-2:]]
+    writes = {}
+    for log in writelogs:
+        for line in open(log):
+            b, v, s, e = [int(x) for x in line.split()]
+            writes.setdefault(b, {})[v] = (s, e)
+    checked = changed = in_flight = 0
+    with open(target, "rb") as f:
+        for b in range(blocks):
+            v = untag(f.read(BLOCK), b)
+            w = writes.get(b, {})
+            oldest = max([x for x, (s, e) in w.items() if e < send] or [0])
+            if v < oldest:
+                sys.exit("block %d holds version %d, older than version %d "
+                         "that completed before the cut" % (b, v, oldest))
+            if v and (v not in w or w[v][0] > recv):
+                sys.exit("block %d holds version %d, written after the cut"
+                         % (b, v))
+            if v and w[v][1] >= send:
+                in_flight += 1
+            checked += 1
+            changed += v != oldest
+    print("%d blocks checked, %d writes logged, %d blocks with a write in "
+          "flight at the cut, %d newer than the last completed before it"
+          % (checked, sum(len(w) for w in writes.values()), in_flight,
+             changed))
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "write":
+        write(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5],
+              sys.argv[6])
+    elif cmd == "cut":
+        cut(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "check":
+        check(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:])
+    else:
+        sys.exit("backup-oracle.py: unknown command " + cmd)

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# A backup view is the disk at one point in time, while the disk goes
+# on being written.  Two writers write 4K blocks tagged (block,
+# version) nonstop and log when each write started and completed; a
+# chain of backups (full, then incrementals into the same target) is
+# cut and copied meanwhile.  Every block of each backup must hold a
+# version the cut allows: no older than the last write completed
+# before backup-begin was sent, none started after its reply.  At
+# three granularities.
+source ./functions.sh
+set -e
+set -x
+requires_dirtybitmap_filter
+requires python3 -c 'import nbd'
+
+oracle="$abs_top_srcdir/tests/backup-oracle.py"
+blocks=8192                                     # 32 MiB
+half=$((blocks / 2))
+
+for g in 4K 64K 1M; do
+    rm -f disk.img* backup*.img cut* w*.log stop ctl pid
+    truncate -s $((blocks * 4096)) disk.img
+    start_nbdkit -P "$PWD/pid" -U "$PWD/sock$g" --filter="$FILTER" \
+                 file disk.img bitmap=c0 action=add granularity=$g \
+                 control="$PWD/ctl"
+    uri="nbd+unix:///?socket=$PWD/sock$g"
+    view="nbd+unix:///view?socket=$PWD/sock$g"
+    python3 "$oracle" write "$uri" 0 $half w1.log stop &
+    w1=$!
+    python3 "$oracle" write "$uri" $half $half w2.log stop &
+    w2=$!
+    sleep 0.5
+
+    # A full backup, then two incrementals into the same target.
+    for round in 1 2 3; do
+        if [ $round = 1 ]; then
+            args='{"name": "view", "checkpoint": "c1"}'
+        else
+            args="{\"name\": \"view\", \"bitmap\": \"c$((round - 1))\",
+                   \"checkpoint\": \"c$round\"}"
+        fi
+        python3 "$oracle" cut ctl cut$round "$args"
+        if [ $round = 1 ]; then
+            dirtybitmap copy --full --trim-source "$view" backup.img
+        else
+            dirtybitmap copy --trim-source "$view" backup.img
+        fi
+        dirtybitmap bitmap --control ctl --remove c$((round - 1))
+        printf '{"execute": "backup-end", "arguments": {"name": "view"}}\n' |
+            python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall(sys.stdin.buffer.read())
+r = s.makefile().readline()
+assert "return" in r, r
+' ctl
+        cp backup.img backup$round.img
+        sleep 0.3
+    done
+    touch stop
+    wait $w1
+    wait $w2
+    for round in 1 2 3; do
+        python3 "$oracle" check backup$round.img $blocks cut$round w1.log w2.log
+    done
+    kill_nbdkit "$(cat pid)"
+done
