@@ -106,7 +106,7 @@ def check(target, blocks, cutlog, writelogs):
         for line in open(log):
             b, v, s, e = [int(x) for x in line.split()]
             writes.setdefault(b, {})[v] = (s, e)
-    checked = changed = in_flight = 0
+    checked = in_flight = 0
     with open(target, "rb") as f:
         for b in range(blocks):
             v = untag(f.read(BLOCK), b)
@@ -121,11 +121,10 @@ def check(target, blocks, cutlog, writelogs):
             if v and w[v][1] >= send:
                 in_flight += 1
             checked += 1
-            changed += v != oldest
-    print("%d blocks checked, %d writes logged, %d blocks with a write in "
-          "flight at the cut, %d newer than the last completed before it"
-          % (checked, sum(len(w) for w in writes.values()), in_flight,
-             changed))
+    print("%d blocks checked against the cut: each holds what the cut "
+          "allows (%d writes logged; %d blocks hold a write that was in "
+          "flight at the cut)"
+          % (checked, sum(len(w) for w in writes.values()), in_flight))
 
 
 if __name__ == "__main__":
