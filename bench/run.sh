@@ -353,7 +353,7 @@ if [ -n "$callgrind" ]; then
         echo
     } | tee -a "$log"
     # Sets cg_total and cg_track: the instructions of the whole
-    # process, and those inclusive in store_track.
+    # process, and those inclusive in tracker_track.
     cg_run ()
     {
         local c="$1" n="$2" i
@@ -380,7 +380,7 @@ if [ -n "$callgrind" ]; then
         cg_total=$(callgrind_annotate "$d/cg.out" 2>/dev/null |
                    sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
         cg_track=$(callgrind_annotate --inclusive=yes "$d/cg.out" 2>/dev/null |
-                   sed -n 's/^ *\([0-9,]*\) .*:store_track\( .*\)*$/\1/p' | tr -d , |
+                   sed -n 's/^ *\([0-9,]*\) .*:tracker_track\( .*\)*$/\1/p' | tr -d , |
                    sort -n | tail -1)
         [ -n "$cg_total" ] || { echo "$prog: $c: no callgrind totals" >&2; exit 1; }
         mv "$d/cg.out" "$work/callgrind.$c.$n"
@@ -389,9 +389,9 @@ if [ -n "$callgrind" ]; then
     }
     {
         echo "null+noextents is nbdkit's noextents filter, which passes writes"
-        echo "straight down: what any filter layer costs in nbdkit.  store_track"
+        echo "straight down: what any filter layer costs in nbdkit.  tracker_track"
         echo "is the filter's tracking, inclusive.  null+32bm: 32 enabled bitmaps."
-        printf '%-22s %12s %14s\n' configuration "instr/write" "store_track"
+        printf '%-22s %12s %14s\n' configuration "instr/write" "tracker_track"
     } | tee -a "$log"
     base=
     for c in $CG_CONFIGS; do
