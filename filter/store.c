@@ -365,7 +365,7 @@ store_open (const struct store_config *cfg)
   bmf_close (merge);
   merge = NULL;
 
-  s = set_build (file, bmf_state (file), NULL,
+  s = set_build (file, bmf_state (file), NULL, false,
                  readonly ? VIEWS_READONLY : VIEWS_LIVE, &err);
   if (s == NULL) {
     nbdkit_error ("dirtybitmap: %s", err.msg);
@@ -464,7 +464,7 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
     bmf_txn_abort (t);
     return -1;
   }
-  trans = set_build (file, bmf_txn_state (t), old, VIEWS_NONE, err);
+  trans = set_build (file, bmf_txn_state (t), old, true, VIEWS_NONE, err);
   if (trans == NULL) {
     tracker_unlock ();
     bmf_txn_abort (t);
@@ -483,7 +483,7 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
   }
 
   tracker_lock ();
-  final = set_build (file, bmf_state (file), NULL, VIEWS_LIVE, err);
+  final = set_build (file, bmf_state (file), trans, false, VIEWS_LIVE, err);
   if (final && dur_mode () == BMF_STRICT) {
     /* Its views must hold only bits on stable storage. */
     ticket = dur_requested ();
@@ -495,7 +495,7 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
                  bmf_path (file));
     }
     tracker_lock ();
-    if (final && set_refresh (final) == -1) {
+    if (final && set_refresh (final, trans) == -1) {
       set_free (file, final);
       final = NULL;
       bmerr_set (err, errno, "%s", strerror (errno));

@@ -111,13 +111,44 @@ set_free (struct bmf *f, struct bitmap_set *s)
   free (s);
 }
 
+/* The member of s that maps the same region as lb, or NULL. */
+static const struct live_bitmap *
+same_region (const struct bitmap_set *s, const struct live_bitmap *lb)
+{
+  size_t i;
+
+  for (i = 0; s && i < s->nr; ++i)
+    if (s->bm[i].data_offset == lb->data_offset &&
+        s->bm[i].data_length == lb->data_length &&
+        s->bm[i].bits.nr_bits == lb->bits.nr_bits &&
+        s->bm[i].bits.summary)
+      return &s->bm[i];
+  return NULL;
+}
+
+/* lb's summary: copied from cur's member of the same region, or built
+ * from the bits.
+ */
+static int
+summarize (struct live_bitmap *lb, const struct bitmap_set *cur)
+{
+  const struct live_bitmap *like;
+
+  if (lb->bits.words == NULL)
+    return 0;
+  like = same_region (cur, lb);
+  if (like)
+    return bits_copy_summary (&lb->bits, &like->bits);
+  return bits_build_summary (&lb->bits);
+}
+
 int
-set_refresh (struct bitmap_set *s)
+set_refresh (struct bitmap_set *s, const struct bitmap_set *cur)
 {
   size_t i;
 
   for (i = 0; i < s->nr; ++i)
-    if (s->bm[i].bits.words && bits_build_summary (&s->bm[i].bits) == -1)
+    if (summarize (&s->bm[i], cur) == -1)
       return -1;
   return 0;
 }
@@ -221,7 +252,8 @@ kept (const struct bmf_state *st, const struct live_bitmap *lb)
 static int
 map_member (struct bmf *f, const struct bmf_state *st,
             const struct bmf_bitmap *b, bool writable,
-            struct live_bitmap *lb, struct bmerr *err)
+            const struct bitmap_set *cur, struct live_bitmap *lb,
+            struct bmerr *err)
 {
   lb->gbits = b->gbits;
   lb->flags = b->flags;
@@ -230,7 +262,7 @@ map_member (struct bmf *f, const struct bmf_state *st,
   lb->data_length = b->data_length;
   if (bmf_map (f, st, b, writable, &lb->bits, err) == -1)
     return -1;
-  if ((lb->bits.words && bits_build_summary (&lb->bits) == -1) ||
+  if (summarize (lb, cur) == -1 ||
       bmf_reserve (f, b->data_offset, b->data_length) == -1) {
     bmerr_set (err, errno, "bitmap %s: %s", b->name, strerror (errno));
     bmf_unmap (&lb->bits);
@@ -242,9 +274,10 @@ map_member (struct bmf *f, const struct bmf_state *st,
 
 struct bitmap_set *
 set_build (struct bmf *f, const struct bmf_state *st,
-           const struct bitmap_set *old, enum set_views views,
+           const struct bitmap_set *cur, bool ghosts, enum set_views views,
            struct bmerr *err)
 {
+  const struct bitmap_set *old = ghosts ? cur : NULL;
   size_t i, max = st->nr_bitmaps + (old ? old->nr_recording : 0);
   struct bitmap_set *s = calloc (1, sizeof *s);
 
@@ -262,7 +295,7 @@ set_build (struct bmf *f, const struct bmf_state *st,
       goto nomem;
     s->nr++;
     s->nr_named++;
-    if (map_member (f, st, b, views != VIEWS_READONLY, lb, err) == -1)
+    if (map_member (f, st, b, views != VIEWS_READONLY, cur, lb, err) == -1)
       goto err;
     if (lb->recording && views != VIEWS_READONLY)
       s->recording[s->nr_recording++] = lb;
@@ -281,7 +314,7 @@ set_build (struct bmf *f, const struct bmf_state *st,
     if (kept (st, o))
       continue;
     s->nr++;
-    if (map_member (f, &ost, &ghost, true, lb, err) == -1)
+    if (map_member (f, &ost, &ghost, true, cur, lb, err) == -1)
       goto err;
     s->recording[s->nr_recording++] = lb;
   }

@@ -60,19 +60,24 @@ enum set_views {
 };
 
 /* Build a set for state st of file f: every bitmap mapped writable
- * and its region reserved.  With old, each region that records in old
- * but not in st is kept recording too, as a ghost: a transitional set,
- * which records both what was and what will be while a transaction
- * commits.  In strict mode, VIEWS_LIVE views hold the bits as they
- * are: the caller makes them durable before publishing the set.
- * VIEWS_READONLY maps the bitmaps read-only, for a server that never
- * writes (-r), and records nothing.
+ * and its region reserved.  cur is the set now current (or NULL): the
+ * summary of a region it maps too is copied rather than rebuilt from
+ * the bits, so the cost of a build does not grow with the size of the
+ * bitmaps that stay as they are (the bits lock must be held, so that
+ * nothing is set meanwhile).  With ghosts, each region that records
+ * in cur but not in st is kept recording too, as a ghost: a
+ * transitional set, which records both what was and what will be
+ * while a transaction commits.  In strict mode, VIEWS_LIVE views hold
+ * the bits as they are: the caller makes them durable before
+ * publishing the set.  VIEWS_READONLY maps the bitmaps read-only, for
+ * a server that never writes (-r), and records nothing.
  */
 extern struct bitmap_set *set_build (struct bmf *f,
                                      const struct bmf_state *st,
-                                     const struct bitmap_set *old,
-                                     enum set_views views,
+                                     const struct bitmap_set *cur,
+                                     bool ghosts, enum set_views views,
                                      struct bmerr *err);
+
 /* A set of clean bitmaps in memory, named and flagged as in like, for
  * a disk of disk_size bytes: what a read-only server makes of a file
  * that has never seen its disk (no write was recorded, so nothing is
@@ -82,11 +87,12 @@ extern struct bitmap_set *set_build_clean (const struct bitmap_set *like,
                                            uint64_t disk_size,
                                            struct bmerr *err);
 
-/* Rebuild the summaries of s from its bits (bits lock held): before
- * publishing a set built while another one was current, whose writes
- * set bits that s's summaries did not see.
+/* Bring the summaries of s up to date (bits lock held), from cur where
+ * it maps the same regions, else from the bits: before publishing a
+ * set built while cur was current, whose writes set bits that s's
+ * summaries did not see.
  */
-extern int set_refresh (struct bitmap_set *s);
+extern int set_refresh (struct bitmap_set *s, const struct bitmap_set *cur);
 /* Unmap and free a set, and give its regions back (the caller holds
  * the file's metadata lock).
  */
