@@ -81,6 +81,22 @@ bm_debug (const char *fs, ...)
   free (msg);
 }
 
+/* nbdkit prints, on the filter's line of --version, the nbdkit
+ * version the filter was built against (nbdkit 1.32 refuses a filter
+ * whose _version is not its own, and filters have no other version
+ * field): the filter's own version is said by --help (the
+ * description) and by -v.
+ */
+#define DIRTYBITMAP_DESCRIPTION \
+  "nbdkit-dirtybitmap-filter " PACKAGE_VERSION \
+  ": persistent changed-block tracking for any plugin."
+
+static void
+dirtybitmap_load (void)
+{
+  nbdkit_debug ("dirtybitmap: nbdkit-dirtybitmap-filter %s", PACKAGE_VERSION);
+}
+
 static void
 dirtybitmap_unload (void)
 {
@@ -632,6 +648,8 @@ dirtybitmap_cache (nbdkit_next *next, void *handle,
 static struct nbdkit_filter filter = {
   .name              = "dirtybitmap",
   .longname          = "nbdkit dirty bitmap (changed block tracking) filter",
+  .description       = DIRTYBITMAP_DESCRIPTION,
+  .load              = dirtybitmap_load,
   .unload            = dirtybitmap_unload,
   .config            = dirtybitmap_config,
   .config_complete   = dirtybitmap_config_complete,
