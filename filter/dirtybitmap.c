@@ -62,6 +62,22 @@ bm_debug (const char *fs, ...)
   free (msg);
 }
 
+/* nbdkit prints, on the filter's line of --version, the nbdkit
+ * version the filter was built against (nbdkit 1.32 refuses a filter
+ * whose _version is not its own, and filters have no other version
+ * field): the filter's own version is said by --help (the
+ * description) and by -v.
+ */
+#define DIRTYBITMAP_DESCRIPTION \
+  "nbdkit-dirtybitmap-filter " PACKAGE_VERSION \
+  ": persistent changed-block tracking for any plugin."
+
+static void
+dirtybitmap_load (void)
+{
+  nbdkit_debug ("dirtybitmap: nbdkit-dirtybitmap-filter %s", PACKAGE_VERSION);
+}
+
 static void
 dirtybitmap_unload (void)
 {
@@ -173,6 +189,8 @@ dirtybitmap_cleanup (nbdkit_backend *b)
 static struct nbdkit_filter filter = {
   .name              = "dirtybitmap",
   .longname          = "nbdkit dirty bitmap (changed block tracking) filter",
+  .description       = DIRTYBITMAP_DESCRIPTION,
+  .load              = dirtybitmap_load,
   .unload            = dirtybitmap_unload,
   .config            = params_config,
   .config_complete   = params_config_complete,

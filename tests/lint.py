@@ -54,7 +54,10 @@ def tracked_files(top):
 def tree_files(top):
     out = []
     for d, dirs, files in os.walk(top):
-        dirs[:] = [x for x in dirs if x != ".git"]
+        # Not .git, nor a build tree inside this one (make distcheck
+        # builds in _build/sub of the unpacked release).
+        dirs[:] = [x for x in dirs if x != ".git" and not
+                   os.path.exists(os.path.join(d, x, "config.status"))]
         for f in files:
             rel = os.path.relpath(os.path.join(d, f), top)
             if SOURCE.search(rel) and not GENERATED.search(rel):
