@@ -83,6 +83,19 @@ get_string (json_object *obj, const char *what, const char *key,
   return 0;
 }
 
+/* An optional absolute path (the server runs in "/"). */
+static int
+get_path (json_object *obj, const char *what, const char *key,
+          const char **out, struct proto_error *err)
+{
+  if (get_string (obj, what, key, false, out, err) == -1)
+    return -1;
+  if (*out && (*out)[0] != '/')
+    return fail (err, "GenericError", "%s: argument '%s' must be an "
+                 "absolute path", what, key);
+  return 0;
+}
+
 static int
 get_bool (json_object *obj, const char *what, const char *key, bool *out,
           struct proto_error *err)
@@ -144,7 +157,7 @@ parse_action (json_object *a, size_t i, struct proto_action *out,
     return -1;
   if (k == ACT_MERGE &&
       (get_name (a, what, "source", true, &out->source, err) == -1 ||
-       get_string (a, what, "file", false, &out->file, err) == -1))
+       get_path (a, what, "file", &out->file, err) == -1))
     return -1;
   if (k == ACT_ADD && json_object_object_get_ex (a, "granularity", &g) &&
       !json_object_is_type (g, json_type_null)) {
@@ -218,11 +231,8 @@ parse_arguments (struct proto_request *req, json_object *args,
         get_name (args, what, "bitmap", false, &req->bitmap, err) == -1 ||
         get_name (args, what, "checkpoint", false, &req->checkpoint,
                   err) == -1 ||
-        get_string (args, what, "scratch", false, &req->scratch, err) == -1)
+        get_path (args, what, "scratch", &req->scratch, err) == -1)
       return -1;
-    if (req->scratch && req->scratch[0] == '\0')
-      return fail (err, "GenericError", "backup-begin: argument 'scratch' "
-                   "is empty");
     return get_bool (args, what, "end-on-disconnect",
                      &req->end_on_disconnect, err);
 

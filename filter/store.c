@@ -199,11 +199,11 @@ initial_selection (const struct store_config *cfg,
     if (cfg->extents == EXTENTS_DEFAULT && cfg->nr_actions > 0)
       return 0;                 /* e.g. action=remove */
     if (bmf_state (file)->seq == 1 && st->nr_bitmaps == 0)
-      nbdkit_error ("dirtybitmap: bitmap %s not found: %s did not exist "
-                    "and was created empty now (deleted?): every change "
-                    "since it was last written is lost to the bitmaps: "
-                    "take a full backup, and start recording with "
-                    "action=add", cfg->bitmap, cfg->path);
+      nbdkit_error ("dirtybitmap: bitmap %s not found: %s does not "
+                    "exist (deleted?): every change since it was last "
+                    "written is lost to the bitmaps: take a full backup, "
+                    "and start recording with action=add", cfg->bitmap,
+                    cfg->path);
     else
       nbdkit_error ("dirtybitmap: bitmap %s not found in %s%s",
                     cfg->bitmap, cfg->path,

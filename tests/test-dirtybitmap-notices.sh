@@ -18,7 +18,7 @@ if nbdkit -U - --filter="$FILTER" file disk.img bitmap=b0 --run true \
     echo "$0: served with a deleted bitmap file"; exit 1
 fi
 cat err
-grep -F "dirtybitmap: bitmap b0 not found: $bm did not exist and was created empty now (deleted?): every change since it was last written is lost to the bitmaps: take a full backup, and start recording with action=add" err
+grep -F "dirtybitmap: bitmap b0 not found: $bm does not exist (deleted?): every change since it was last written is lost to the bitmaps: take a full backup, and start recording with action=add" err
 test ! -e "$bm"
 
 # Nothing recording on a writable server: a warning, not only with -v.

@@ -56,6 +56,7 @@ int
 control_connect (const char *path)
 {
   struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  const int deadline = now_ms () + CONTROL_TIMEOUT_SECONDS * 1000;
   int fd;
 
   if (strlen (path) >= sizeof sun.sun_path) {
@@ -63,15 +64,29 @@ control_connect (const char *path)
     return -1;
   }
   memcpy (sun.sun_path, path, strlen (path));
-  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd == -1 || connect (fd, (struct sockaddr *) &sun, sizeof sun) == -1) {
-    fprintf (stderr, "%s: --control %s: cannot connect: %s\n", prog, path,
-             strerror (errno));
-    if (fd >= 0)
-      close (fd);
-    return -1;
+  /* Non-blocking, so that a server whose queue of connections is full
+   * cannot hold us: retry until the deadline.
+   */
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd == -1)
+    goto err;
+  while (connect (fd, (struct sockaddr *) &sun, sizeof sun) == -1) {
+    if (errno != EAGAIN || now_ms () >= deadline) {
+      if (errno == EAGAIN)
+        errno = ETIMEDOUT;
+      goto err;
+    }
+    poll (NULL, 0, 10);
   }
   return fd;
+
+ err:
+  fprintf (stderr, "%s: --control %s: cannot connect: %s\n", prog, path,
+           errno == ETIMEDOUT ? "no room in its queue within "
+           CONTROL_TIMEOUT_TEXT : strerror (errno));
+  if (fd >= 0)
+    close (fd);
+  return -1;
 }
 
 int
