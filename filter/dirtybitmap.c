@@ -29,6 +29,7 @@
 #include "extents.h"
 #include "inflight.h"
 #include "msg.h"
+#include "shadow.h"
 #include "store.h"
 #include "tracker.h"
 #include "util.h"
@@ -48,6 +49,8 @@ static char *disk_file;                 /* its real path, if a regular file */
 static mode_t disk_mode = 0600;         /* its permission bits */
 static enum extents_mode extents_mode = EXTENTS_DEFAULT;
 static enum bmf_durability durability = BMF_FLUSH;
+static unsigned cgbits = BMF_DEFAULT_CGBITS; /* coarse-granularity= */
+static bool cgbits_given;
 static const char *export_name = "";    /* export=: the tracked export */
 static char *control_path;              /* control=, absolute */
 static nbdkit_backend *backend;         /* from .after_fork */
@@ -131,6 +134,21 @@ parse_granularity (const char *value)
 }
 
 static int
+parse_coarse_granularity (const char *value)
+{
+  int64_t r = nbdkit_parse_size (value);
+
+  if (r == -1 || bmf_coarse_granularity_problem (r) != NULL) {
+    nbdkit_error ("dirtybitmap: coarse-granularity=%s: %s", value,
+                  bmf_coarse_granularity_problem (0));
+    return -1;
+  }
+  cgbits = log_2 (r);
+  cgbits_given = true;
+  return 0;
+}
+
+static int
 parse_choice (const char *key, const char *value,
               const char *const *names, int *out)
 {
@@ -141,8 +159,12 @@ parse_choice (const char *key, const char *value,
       *out = i;
       return 0;
     }
-  nbdkit_error ("dirtybitmap: %s=%s: must be %s or %s", key, value,
-                names[0], names[1]);
+  if (names[2] == NULL)
+    nbdkit_error ("dirtybitmap: %s=%s: must be %s or %s", key, value,
+                  names[0], names[1]);
+  else
+    nbdkit_error ("dirtybitmap: %s=%s: must be %s, %s or %s", key, value,
+                  names[0], names[1], names[2]);
   return -1;
 }
 
@@ -152,7 +174,9 @@ dirtybitmap_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
 {
   static const char *const extents_names[] =
     { "bitmap", "passthrough", NULL };
-  static const char *const durability_names[] = { "flush", "strict", NULL };
+  static const char *const durability_names[] =
+    { [BMF_FLUSH] = "flush", [BMF_STRICT] = "strict",
+      [BMF_COARSE] = "coarse", NULL };
   int i;
 
   if (strcmp (key, "bitmap") == 0) {
@@ -191,9 +215,11 @@ dirtybitmap_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   else if (strcmp (key, "durability") == 0) {
     if (parse_choice (key, value, durability_names, &i) == -1)
       return -1;
-    durability = i == 0 ? BMF_FLUSH : BMF_STRICT;
+    durability = i;
     return 0;
   }
+  else if (strcmp (key, "coarse-granularity") == 0)
+    return parse_coarse_granularity (value);
   else if (strcmp (key, "export") == 0) {
     export_name = value;
     return 0;
@@ -284,6 +310,11 @@ dirtybitmap_config_complete (nbdkit_next_config_complete *next,
                   "action=merge:SRC");
     return -1;
   }
+  if (cgbits_given && durability != BMF_COARSE) {
+    nbdkit_error ("dirtybitmap: coarse-granularity= can only be used "
+                  "with durability=coarse");
+    return -1;
+  }
   if (extents_mode == EXTENTS_BITMAP && bitmap == NULL) {
     nbdkit_error ("dirtybitmap: extents=bitmap needs bitmap=NAME");
     return -1;
@@ -306,7 +337,9 @@ dirtybitmap_config_complete (nbdkit_next_config_complete *next,
   "bitmap-file=PATH         Where bitmaps persist (default FILE.bitmaps).\n" \
   "merge-file=PATH          Take merge sources from this bitmap file.\n" \
   "extents=bitmap|passthrough  Answer extents from bitmap= or from below.\n" \
-  "durability=flush|strict  When bits reach stable storage (default flush).\n" \
+  "durability=flush|strict|coarse\n" \
+  "                         When bits reach stable storage (default flush).\n" \
+  "coarse-granularity=SIZE  Coarse granule of durability=coarse (default 64M).\n" \
   "export=NAME              The export the bitmaps track (default \"\").\n" \
   "control=PATH             Serve the control channel on this socket."
 
@@ -325,7 +358,7 @@ dirtybitmap_get_ready (int thread_model)
   const struct store_config cfg = {
     .path = bitmap_file, .bitmap = bitmap,
     .actions = actions, .nr_actions = nr_actions,
-    .merge_file = merge_file, .durability = durability,
+    .merge_file = merge_file, .durability = durability, .cgbits = cgbits,
     .extents = extents_mode, .readonly = readonly,
     .disk_file = disk_file,
     /* Never world-writable (bmf_create), never more open than the disk. */
