@@ -8,7 +8,7 @@ requires_dirtybitmap_filter
 
 nbdkit --filter="$FILTER" null --help > help.out
 for p in bitmap= action= granularity= bitmap-file= merge-file= \
-         extents= durability=; do
+         extents= durability= coarse-granularity= "flush|strict|coarse"; do
     grep -F "$p" help.out
 done
 nbdkit --filter="$FILTER" null --version > version.out

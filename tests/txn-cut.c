@@ -351,7 +351,7 @@ make_rebooted (void)
   slot.st.open_pid = 1;
   memset (slot.st.boot_id, 0, sizeof slot.st.boot_id);
   snprintf (slot.st.boot_id, sizeof slot.st.boot_id, "another boot");
-  bmf_encode_header (&slot.st, slot.dir_crc, buf);
+  bmf_encode_header (&slot.st, slot.dir_crc, slot.shadow_crc, buf);
   if (pwrite (fd, buf, BMF_HEADER_SLOT, f->slot * BMF_HEADER_SLOT) !=
       BMF_HEADER_SLOT)
     fatal ("pwrite");
