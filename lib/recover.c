@@ -14,9 +14,11 @@
  *
  * The shadow may itself lack bits whose granules reached the disk
  * (the kernel wrote a page of bits back before the sync that was to
- * cover the shadow bit, whose write then never went down): a writer
- * sets them too, so that the shadow is again exactly the coarsened
- * bits.
+ * cover the shadow bit, whose write then never went down): they are
+ * added to the shadow first, so that the shadow is again exactly the
+ * coarsened bits, and recovering twice (a writer that recovered in
+ * place and stopped before its commit) gives what recovering once
+ * gave.
  */
 
 #include <config.h>
@@ -98,8 +100,10 @@ bmf_recover_read (struct bmf *f, const struct bmf_state *st,
                f->path, bm->name, strerror (errno));
     return -1;
   }
-  if (sh.words)
+  if (sh.words && b->words) {
+    bits_merge (&sh, sg, b, bm->gbits, st->disk_size);
     bmf_expand_shadow (b, bm->gbits, &sh, sg, st->disk_size);
+  }
   free (sh.words);
   return 0;
 }
@@ -124,8 +128,8 @@ recover_in_place (struct bmf *f, const struct bmf_bitmap *bm)
   }
   fine.nr_bits = bmf_nr_bits (f->st.disk_size, bm->gbits);
   sh.nr_bits = bmf_nr_bits (f->st.disk_size, sg);
-  bytes = bmf_expand_shadow (&fine, bm->gbits, &sh, sg, f->st.disk_size);
   bits_merge (&sh, sg, &fine, bm->gbits, f->st.disk_size);
+  bytes = bmf_expand_shadow (&fine, bm->gbits, &sh, sg, f->st.disk_size);
   bmf_unmap (&sh);
   bmf_unmap (&fine);
   return bytes;
@@ -149,8 +153,10 @@ recover_counted (struct bmf *f, const struct bmf_bitmap *bm)
     free (fine.words);
     return -1;
   }
-  if (sh.words)
+  if (sh.words && fine.words) {
+    bits_merge (&sh, sg, &fine, bm->gbits, f->st.disk_size);
     bytes = bmf_expand_shadow (&fine, bm->gbits, &sh, sg, f->st.disk_size);
+  }
   free (sh.words);
   free (fine.words);
   return bytes;
