@@ -339,7 +339,7 @@ dirtybitmap_config_complete (nbdkit_next_config_complete *next,
   "extents=bitmap|passthrough  Answer extents from bitmap= or from below.\n" \
   "durability=flush|strict|coarse\n" \
   "                         When bits reach stable storage (default flush).\n" \
-  "coarse-granularity=SIZE  Coarse granule of durability=coarse (default 64M).\n" \
+  "coarse-granularity=SIZE  Coarse granule of durability=coarse (default 16M).\n" \
   "export=NAME              The export the bitmaps track (default \"\").\n" \
   "control=PATH             Serve the control channel on this socket."
 

@@ -54,8 +54,8 @@
 enum bmf_durability { BMF_FLUSH = 0, BMF_STRICT = 1, BMF_COARSE = 2 };
 #define BMF_MAX_DURABILITY  BMF_COARSE
 
-/* Coarse shadows: granules of 2^cgbits bytes, 64M unless told. */
-#define BMF_DEFAULT_CGBITS  26
+/* Coarse shadows: granules of 2^cgbits bytes, 16M unless told. */
+#define BMF_DEFAULT_CGBITS  24
 #define BMF_SHADOW_ENTRY    16          /* shadow table entry */
 
 enum bmf_recovery { BMF_NOT_RECOVERED = 0, BMF_RECOVERED,
