@@ -36,21 +36,6 @@
 #include "coarse.h"
 #include "util.h"
 
-/* The coarse granules of 2^sgbits bytes that the request touches,
- * clipped to b.
- */
-static inline bool
-coarse_range (const struct bits *b, unsigned sgbits, uint64_t offset,
-              uint32_t count, uint64_t *first, uint64_t *last)
-{
-  *first = offset >> sgbits;
-  *last = (offset + count - 1) >> sgbits;
-  if (*first >= b->nr_bits)
-    return false;
-  *last = MIN (*last, b->nr_bits - 1);
-  return true;
-}
-
 void
 coarse_free_views (struct bitmap_set *s)
 {
@@ -102,24 +87,6 @@ coarse_build_views (struct bitmap_set *s)
       v->bits.words[w] &= lb->shadow.words[w];
   }
   return 0;
-}
-
-bool
-coarse_all_durable (const struct bitmap_set *s, uint64_t offset,
-                    uint32_t count)
-{
-  uint64_t first, last;
-  size_t i;
-
-  if (!s->fast || !s->coarse_fast)
-    return false;
-  for (i = 0; i < s->nr_cviews; ++i) {
-    const struct fast_view *v = &s->cviews[i];
-    if (coarse_range (&v->bits, v->gbits, offset, count, &first, &last) &&
-        !bits_all_set (&v->bits, first, last))
-      return false;
-  }
-  return true;
 }
 
 void
