@@ -41,10 +41,12 @@ top="$(cd "$here/.." && pwd)"
 # --- Options -----------------------------------------------------------
 
 ALL_CONFIGS="memory memory+bm file file-aa file+noextents file+bm \
-file+bm-dirty file+bm-strict file+bm-strict-dirty null null+noextents \
-null+bm null+bm-dirty null+bm-strict qemu-qcow2-bm qemu-raw"
+file+bm-dirty file+bm-strict file+bm-strict-dirty file+bm-coarse \
+file+bm-coarse-dirty null null+noextents null+bm null+bm-dirty \
+null+bm-strict null+bm-coarse null+bm-coarse-dirty qemu-qcow2-bm qemu-raw"
 QUICK_CONFIGS="file file-aa file+noextents file+bm file+bm-dirty \
-file+bm-strict file+bm-strict-dirty null null+bm-dirty qemu-qcow2-bm"
+file+bm-strict file+bm-strict-dirty file+bm-coarse file+bm-coarse-dirty \
+null null+bm-dirty null+bm-coarse-dirty qemu-qcow2-bm"
 ALL_WORKLOADS="4k-rand 4k-rand-2j 64k-rand 1m-seq"
 
 rounds=5
@@ -108,10 +110,14 @@ describe ()
         file+bm-dirty) echo "filter over file: every bit already set, durability=flush" ;;
         file+bm-strict) echo "filter over file: fresh bitmap, durability=strict" ;;
         file+bm-strict-dirty) echo "filter over file: every bit already set, durability=strict" ;;
+        file+bm-coarse) echo "filter over file: fresh bitmap, durability=coarse (16M)" ;;
+        file+bm-coarse-dirty) echo "filter over file: every bit already set, durability=coarse (16M)" ;;
         null) echo "nbdkit null (drops writes), no filter (baseline for null+bm*)" ;;
         null+bm) echo "filter over null: fresh bitmap, durability=flush" ;;
         null+bm-dirty) echo "filter over null: every bit already set, durability=flush" ;;
         null+bm-strict) echo "filter over null: fresh bitmap, durability=strict" ;;
+        null+bm-coarse) echo "filter over null: fresh bitmap, durability=coarse (16M)" ;;
+        null+bm-coarse-dirty) echo "filter over null: every bit already set, durability=coarse (16M)" ;;
         qemu-qcow2-bm) echo "qemu-nbd, qcow2 with an enabled persistent bitmap" ;;
         qemu-raw) echo "qemu-nbd, raw" ;;
         *) return 1 ;;
@@ -143,11 +149,15 @@ QEMU_NBD='qemu-nbd --fork --pid-file=$d/pid -k $d/sock -e 8 -t --cache=writeback
 
 server_cmd ()
 {
-    local strict=
-    case "$1" in *-strict*) strict=" durability=strict" ;; esac
+    # The mode is always given, whatever the default.
+    local strict=" durability=flush"
+    case "$1" in
+        *-strict*) strict=" durability=strict" ;;
+        *-coarse*) strict=" durability=coarse coarse-granularity=16M" ;;
+    esac
     case "$1" in
         memory) echo "$NBDKIT memory \$SIZE" ;;
-        memory+bm) echo "$NBDKIT --filter=\$FILTER memory \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps" ;;
+        memory+bm) echo "$NBDKIT --filter=\$FILTER memory \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps$strict" ;;
         file|file-aa) echo "$NBDKIT file \$d/disk.img" ;;
         file+noextents) echo "$NBDKIT --filter=noextents file \$d/disk.img" ;;
         null+noextents) echo "$NBDKIT --filter=noextents null \$SIZE" ;;
@@ -326,10 +336,11 @@ if [ -n "$callgrind" ]; then
         case "$1" in
             null) echo "null \$SIZE" ;;
             null+noextents) echo "--filter=noextents null \$SIZE" ;;
-            null+bm) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps" ;;
-            null+bm-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps" ;;
+            null+bm) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=flush" ;;
+            null+bm-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=flush" ;;
+            null+bm-coarse-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=coarse" ;;
             null+bm-strict-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=strict" ;;
-            null+32bm|null+32bm-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b1 bitmap-file=\$d/bitmaps" ;;
+            null+32bm|null+32bm-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b1 bitmap-file=\$d/bitmaps durability=flush" ;;
         esac
     }
     # 32 enabled bitmaps, made before the server starts.
@@ -340,7 +351,7 @@ if [ -n "$callgrind" ]; then
             *) echo ":" ;;
         esac
     }
-    CG_CONFIGS="null null+noextents null+bm null+bm-dirty null+bm-strict-dirty null+32bm null+32bm-dirty"
+    CG_CONFIGS="null null+noextents null+bm null+bm-dirty null+bm-strict-dirty null+bm-coarse-dirty null+32bm null+32bm-dirty"
     {
         echo "Commands (\$n is $callgrind, then 0):"
         for c in $CG_CONFIGS; do
@@ -625,6 +636,18 @@ for w in workloads:
 for w in workloads:
     line("strict, bits set: file+bm-strict-dirty / file+bm-dirty", w,
          "file+bm-strict-dirty", "file+bm-dirty", 0.97)
+for w in workloads:
+    line("coarse, fresh: file+bm-coarse / file+bm", w,
+         "file+bm-coarse", "file+bm", 0.9)
+for w in workloads:
+    line("coarse, bits set: file+bm-coarse-dirty / file+bm-dirty", w,
+         "file+bm-coarse-dirty", "file+bm-dirty", 0.9)
+for w in workloads:
+    line("coarse, fresh, over null: null+bm-coarse / null+bm", w,
+         "null+bm-coarse", "null+bm", 0.9)
+for w in workloads:
+    line("coarse, bits set, over null: null+bm-coarse-dirty / null+bm-dirty",
+         w, "null+bm-coarse-dirty", "null+bm-dirty", 0.9)
 print()
 print("The filter's own cost (over null, which drops writes):")
 for w in workloads:

@@ -40,7 +40,7 @@ commands_init (int (*fn) (struct bmerr *err))
 static const char *
 durability_name (enum bmf_durability d)
 {
-  return d == BMF_STRICT ? "strict" : "flush";
+  return d == BMF_STRICT ? "strict" : d == BMF_COARSE ? "coarse" : "flush";
 }
 
 /* The running backup, or null. */

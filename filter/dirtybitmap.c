@@ -100,6 +100,7 @@ dirtybitmap_get_ready (int thread_model)
     .path = params.bitmap_file, .bitmap = params.bitmap,
     .actions = params.actions, .nr_actions = params.nr_actions,
     .merge_file = params.merge_file, .durability = params.durability,
+    .cgbits = params.cgbits,
     .extents = params.extents, .readonly = readonly,
     .disk_file = params.disk_file,
     /* Never world-writable (bmf_create), never more open than the disk. */

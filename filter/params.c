@@ -17,6 +17,7 @@
 #include <nbdkit-filter.h>
 
 #include "params.h"
+#include "shadow.h"
 #include "util.h"
 
 struct params params;
@@ -33,6 +34,8 @@ static char *disk_file;                 /* its real path, if a regular file */
 static mode_t disk_mode = 0600;         /* its permission bits */
 static enum extents_mode extents_mode = EXTENTS_DEFAULT;
 static enum bmf_durability durability = BMF_FLUSH;
+static unsigned cgbits = BMF_DEFAULT_CGBITS; /* coarse-granularity= */
+static bool cgbits_given;
 static const char *export_name = "";    /* export=: the tracked export */
 static char *control_path;              /* control=, absolute */
 
@@ -82,6 +85,21 @@ parse_granularity (const char *value)
 }
 
 static int
+parse_coarse_granularity (const char *value)
+{
+  int64_t r = nbdkit_parse_size (value);
+
+  if (r == -1 || bmf_coarse_granularity_problem (r) != NULL) {
+    nbdkit_error ("dirtybitmap: coarse-granularity=%s: %s", value,
+                  bmf_coarse_granularity_problem (0));
+    return -1;
+  }
+  cgbits = log_2 (r);
+  cgbits_given = true;
+  return 0;
+}
+
+static int
 parse_choice (const char *key, const char *value,
               const char *const *names, int *out)
 {
@@ -92,8 +110,12 @@ parse_choice (const char *key, const char *value,
       *out = i;
       return 0;
     }
-  nbdkit_error ("dirtybitmap: %s=%s: must be %s or %s", key, value,
-                names[0], names[1]);
+  if (names[2] == NULL)
+    nbdkit_error ("dirtybitmap: %s=%s: must be %s or %s", key, value,
+                  names[0], names[1]);
+  else
+    nbdkit_error ("dirtybitmap: %s=%s: must be %s, %s or %s", key, value,
+                  names[0], names[1], names[2]);
   return -1;
 }
 
@@ -103,7 +125,9 @@ params_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
 {
   static const char *const extents_names[] =
     { "bitmap", "passthrough", NULL };
-  static const char *const durability_names[] = { "flush", "strict", NULL };
+  static const char *const durability_names[] =
+    { [BMF_FLUSH] = "flush", [BMF_STRICT] = "strict",
+      [BMF_COARSE] = "coarse", NULL };
   int i;
 
   if (strcmp (key, "bitmap") == 0) {
@@ -142,9 +166,11 @@ params_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   else if (strcmp (key, "durability") == 0) {
     if (parse_choice (key, value, durability_names, &i) == -1)
       return -1;
-    durability = i == 0 ? BMF_FLUSH : BMF_STRICT;
+    durability = i;
     return 0;
   }
+  else if (strcmp (key, "coarse-granularity") == 0)
+    return parse_coarse_granularity (value);
   else if (strcmp (key, "export") == 0) {
     export_name = value;
     return 0;
@@ -235,6 +261,11 @@ params_config_complete (nbdkit_next_config_complete *next,
                   "action=merge:SRC");
     return -1;
   }
+  if (cgbits_given && durability != BMF_COARSE) {
+    nbdkit_error ("dirtybitmap: coarse-granularity= can only be used "
+                  "with durability=coarse");
+    return -1;
+  }
   if (extents_mode == EXTENTS_BITMAP && bitmap == NULL) {
     nbdkit_error ("dirtybitmap: extents=bitmap needs bitmap=NAME");
     return -1;
@@ -250,7 +281,7 @@ params_config_complete (nbdkit_next_config_complete *next,
     .bitmap = bitmap, .actions = actions, .nr_actions = nr_actions,
     .bitmap_file = bitmap_file, .merge_file = merge_file,
     .disk_file = disk_file, .disk_mode = disk_mode,
-    .extents = extents_mode, .durability = durability,
+    .extents = extents_mode, .durability = durability, .cgbits = cgbits,
     .export_name = export_name, .control_path = control_path,
   };
   return next (nxdata);

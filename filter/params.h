@@ -22,6 +22,7 @@ struct params {
   mode_t disk_mode;             /* its permission bits (else 0600) */
   enum extents_mode extents;
   enum bmf_durability durability;
+  unsigned cgbits;              /* durability=coarse: coarse granule */
   const char *export_name;      /* the export the bitmaps track */
   const char *control_path;     /* absolute, or NULL */
 };
@@ -43,7 +44,9 @@ extern void params_free (void);
   "bitmap-file=PATH         Where bitmaps persist (default FILE.bitmaps).\n" \
   "merge-file=PATH          Take merge sources from this bitmap file.\n" \
   "extents=bitmap|passthrough  Answer extents from bitmap= or from below.\n" \
-  "durability=flush|strict  When bits reach stable storage (default flush).\n" \
+  "durability=flush|strict|coarse\n" \
+  "                         When bits reach stable storage (default flush).\n" \
+  "coarse-granularity=SIZE  Coarse granule of durability=coarse (default 16M).\n" \
   "export=NAME              The export the bitmaps track (default \"\").\n" \
   "control=PATH             Serve the control channel on this socket."
 

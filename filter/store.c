@@ -52,6 +52,7 @@
 #include "durability.h"
 #include "inflight.h"
 #include "selection.h"
+#include "shadow.h"
 #include "store.h"
 #include "tracker.h"
 #include "txn.h"
@@ -286,6 +287,24 @@ notices (const struct store_config *cfg, const struct bitmap_set *s)
              "bitmap: writes to this disk are not tracked\n", cfg->path);
 }
 
+/* Say what a power loss during a durability=coarse run cost: the
+ * bytes that each bitmap now calls dirty because of it.
+ */
+static void
+recovery_notices (void)
+{
+  const struct bmf_state *st = bmf_state (file);
+  size_t i;
+
+  for (i = 0; i < st->nr_bitmaps; ++i)
+    if (st->bitmaps[i].recovery != BMF_NOT_RECOVERED)
+      fprintf (stderr, "nbdkit: dirtybitmap: %s: the machine stopped while "
+               "durability=coarse was recording: bitmap %s: %" PRIu64
+               " bytes are dirty because of it (from its coarse shadow)\n",
+               bmf_path (file), st->bitmaps[i].name,
+               st->bitmaps[i].recovered);
+}
+
 int
 store_open (const struct store_config *cfg)
 {
@@ -302,6 +321,7 @@ store_open (const struct store_config *cfg)
   bmf_remove_hint = "action=remove";
   if (open_file (cfg, &created) == -1)
     return -1;
+  recovery_notices ();
   dur_init (file, cfg->durability, sync_failed);
   tracker_init (first_write);
 
@@ -354,6 +374,12 @@ store_open (const struct store_config *cfg)
      * mark it left (a crash) can go.
      */
     bmf_txn_set_open (t, false, cfg->durability);
+    /* Shadows only while a coarse run keeps them exact. */
+    if (bmf_txn_set_shadows (t, cfg->durability == BMF_COARSE ?
+                             cfg->cgbits : 0, &err) == -1) {
+      nbdkit_error ("dirtybitmap: %s: %s", cfg->path, err.msg);
+      goto err;
+    }
     if (bmf_txn_commit (t, &err) == -1 ||
         (created && bmf_publish (file, &err) == -1)) {
       t = NULL;
@@ -379,7 +405,8 @@ store_open (const struct store_config *cfg)
   notices (cfg, s);
   nbdkit_debug ("dirtybitmap: %s: %zu bitmaps, %zu recording, "
                 "durability=%s%s", cfg->path, s->nr_named, s->nr_recording,
-                cfg->durability == BMF_STRICT ? "strict" : "flush",
+                cfg->durability == BMF_STRICT ? "strict" :
+                cfg->durability == BMF_COARSE ? "coarse" : "flush",
                 readonly ? ", read-only" : "");
   return 0;
 
@@ -484,7 +511,7 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
 
   tracker_lock ();
   final = set_build (file, bmf_state (file), trans, false, VIEWS_LIVE, err);
-  if (final && dur_mode () == BMF_STRICT) {
+  if (final && dur_mode () != BMF_FLUSH) {
     /* Its views must hold only bits on stable storage. */
     ticket = dur_requested ();
     tracker_unlock ();

@@ -24,6 +24,7 @@ struct store_config {
   size_t nr_actions;
   const char *merge_file;       /* merge-file= or NULL */
   enum bmf_durability durability;
+  unsigned cgbits;              /* durability=coarse: its granularity */
   enum extents_mode extents;
   bool readonly;                /* nbdkit -r: never write the file */
   const char *disk_file;        /* the plugin's regular file, or NULL */

@@ -13,7 +13,8 @@
  * request go down.  With durability=strict the views hold only bits
  * known to be synced: a first touch sets its bits, waits for the group
  * commit covering its ticket (durability.c), then sets them in the
- * views of the same set.
+ * views of the same set.  With durability=coarse the bits stay as in
+ * flush mode and the shadows carry the durability (coarse.c).
  *
  * Sets.  Bits are only ever set under `bits_lock`, in the set that is
  * current then, and a set is replaced under `bits_lock` too: so a
@@ -44,7 +45,9 @@
 
 #include <nbdkit-filter.h>
 
+#include "coarse.h"
 #include "durability.h"
+#include "shadow.h"
 #include "tracker.h"
 #include "util.h"
 
@@ -98,10 +101,14 @@ set_free (struct bmf *f, struct bitmap_set *s)
     return;
   for (i = 0; i < s->nr; ++i) {
     bmf_unmap (&s->bm[i].bits);
-    if (s->bm[i].reserved)
+    bmf_unmap (&s->bm[i].shadow);
+    if (s->bm[i].reserved) {
       bmf_unreserve (f, s->bm[i].data_offset, s->bm[i].data_length);
+      bmf_unreserve (f, s->bm[i].shadow_offset, s->bm[i].shadow_length);
+    }
     free ((char *) s->bm[i].name);
   }
+  coarse_free_views (s);
   for (i = 0; i < s->nr_views; ++i)
     if (s->views[i].owned)
       free (s->views[i].bits.words);
@@ -242,13 +249,30 @@ kept (const struct bmf_state *st, const struct live_bitmap *lb)
     const struct bmf_bitmap *b = &st->bitmaps[i];
     if (b->data_offset == lb->data_offset && b->gbits == lb->gbits &&
         b->data_length == lb->data_length &&
+        (st->has_shadows ? b->shadow_offset : 0) == lb->shadow_offset &&
         (b->flags & BMF_ENABLED) && !(b->flags & BMF_INCONSISTENT))
       return true;
   }
   return false;
 }
 
-/* Map one bitmap into lb and reserve its region. */
+/* Map a recording bitmap's shadow, if st has shadows. */
+static int
+map_shadow (struct bmf *f, const struct bmf_state *st,
+            const struct bmf_bitmap *b, struct live_bitmap *lb,
+            struct bmerr *err)
+{
+  if (!st->has_shadows)
+    return 0;
+  lb->sgbits = bmf_shadow_gbits (st, b);
+  lb->shadow_offset = b->shadow_offset;
+  lb->shadow_length = b->shadow_length;
+  return bmf_map_shadow (f, st, b, &lb->shadow, err);
+}
+
+/* Map one bitmap into lb (and, if it records, its shadow) and reserve
+ * their regions.
+ */
 static int
 map_member (struct bmf *f, const struct bmf_state *st,
             const struct bmf_bitmap *b, bool writable,
@@ -262,10 +286,16 @@ map_member (struct bmf *f, const struct bmf_state *st,
   lb->data_length = b->data_length;
   if (bmf_map (f, st, b, writable, &lb->bits, err) == -1)
     return -1;
+  if (writable && lb->recording && map_shadow (f, st, b, lb, err) == -1) {
+    bmf_unmap (&lb->bits);
+    return -1;
+  }
   if (summarize (lb, cur) == -1 ||
-      bmf_reserve (f, b->data_offset, b->data_length) == -1) {
+      bmf_reserve (f, b->data_offset, b->data_length) == -1 ||
+      bmf_reserve (f, lb->shadow_offset, lb->shadow_length) == -1) {
     bmerr_set (err, errno, "bitmap %s: %s", b->name, strerror (errno));
     bmf_unmap (&lb->bits);
+    bmf_unmap (&lb->shadow);
     return -1;
   }
   lb->reserved = true;
@@ -305,10 +335,14 @@ set_build (struct bmf *f, const struct bmf_state *st,
     const struct bmf_bitmap ghost = {
       .name = (char *) "(old data)", .gbits = o->gbits,
       .flags = BMF_ENABLED, .data_offset = o->data_offset,
-      .data_length = o->data_length,
+      .data_length = o->data_length, .shadow_offset = o->shadow_offset,
+      .shadow_length = o->shadow_length,
     };
-    const struct bmf_state ost = { .sized = old->sized,
-                                   .disk_size = old->disk_size };
+    /* The shadow granularity of the ghost is its old one. */
+    const struct bmf_state ost = {
+      .sized = old->sized, .disk_size = old->disk_size,
+      .has_shadows = o->shadow.words != NULL, .cgbits = o->sgbits,
+    };
     struct live_bitmap *lb = &s->bm[s->nr];
 
     if (kept (st, o))
@@ -320,6 +354,8 @@ set_build (struct bmf *f, const struct bmf_state *st,
   }
   s->fast = views == VIEWS_LIVE;
   if (s->fast && build_views (s) == -1)
+    goto nomem;
+  if (s->fast && dur_mode () == BMF_COARSE && coarse_build_views (s) == -1)
     goto nomem;
   return s;
 
@@ -415,6 +451,7 @@ set_bits_locked (struct bitmap_set *s, uint64_t offset, uint32_t count,
 
   for (i = 0; i < s->nr_recording; ++i) {
     struct live_bitmap *lb = s->recording[i];
+    coarse_set_shadow_locked (lb, offset, count);
     if (range_of (&lb->bits, lb->gbits, offset, count, &first, &last) &&
         bits_set_range (&lb->bits, first, last) &&
         dirtybitmap_debug_verbose)
@@ -446,8 +483,10 @@ int
 tracker_track (uint64_t offset, uint32_t count, bool fua, int *err)
 {
   struct bitmap_set *s = tracker_current ();
-  const bool strict = dur_mode () == BMF_STRICT;
+  const enum bmf_durability mode = dur_mode ();
+  const bool strict = mode == BMF_STRICT, coarse = mode == BMF_COARSE;
   uint64_t ticket;
+  bool sync;
 
   if (count == 0)
     return 0;
@@ -463,7 +502,8 @@ tracker_track (uint64_t offset, uint32_t count, bool fua, int *err)
     return 0;
 
   /* Fast path: no lock, no system call. */
-  if (all_dirty (s, offset, count)) {
+  if (all_dirty (s, offset, count) &&
+      (!coarse || coarse_all_durable (s, offset, count))) {
     if (strict || !fua)
       return 0;
     if (dur_sync_to (dur_requested ()) == 0)
@@ -477,15 +517,19 @@ tracker_track (uint64_t offset, uint32_t count, bool fua, int *err)
   set_bits_locked (s, offset, count, ticket);
   if (!strict)
     set_views_locked (s, offset, count);
+  sync = strict || fua || (coarse && !coarse_all_durable (s, offset, count));
   pthread_mutex_unlock (&bits_lock);
 
-  if (!strict && !fua)
+  if (!sync)
     return 0;
   if (dur_sync_to (ticket) == -1)
     goto fail;
-  if (strict) {
+  if (strict || coarse) {
     pthread_mutex_lock (&bits_lock);
-    set_views_locked (s, offset, count);
+    if (strict)
+      set_views_locked (s, offset, count);
+    else
+      coarse_set_views_locked (s, offset, count);
     pthread_mutex_unlock (&bits_lock);
   }
   return 0;

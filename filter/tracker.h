@@ -22,6 +22,13 @@ struct live_bitmap {
   uint64_t data_length;
   bool reserved;                /* the region is reserved for the set */
   struct bits bits;             /* mapped shared from the file */
+  /* Its coarse shadow (durability=coarse, coarse.h), if the file has
+   * shadows: mapped shared, its region reserved like the data's.
+   */
+  unsigned sgbits;
+  uint64_t shadow_offset;
+  uint64_t shadow_length;
+  struct bits shadow;
 };
 
 /* What the write path's fast test reads: for the recording bitmaps of
@@ -51,6 +58,13 @@ struct bitmap_set {
   bool fast;                    /* the views may be used */
   size_t nr_views;
   struct fast_view *views;      /* one per granularity of recording */
+  /* durability=coarse (coarse.h): one per shadow granularity, only
+   * durable bits; coarse_fast is false if a recording bitmap has no
+   * shadow.
+   */
+  bool coarse_fast;
+  size_t nr_cviews;
+  struct fast_view *cviews;
 };
 
 enum set_views {
@@ -67,10 +81,10 @@ enum set_views {
  * nothing is set meanwhile).  With ghosts, each region that records
  * in cur but not in st is kept recording too, as a ghost: a
  * transitional set, which records both what was and what will be
- * while a transaction commits.  In strict mode, VIEWS_LIVE views hold
- * the bits as they are: the caller makes them durable before
- * publishing the set.  VIEWS_READONLY maps the bitmaps read-only, for
- * a server that never writes (-r), and records nothing.
+ * while a transaction commits.  In strict and coarse mode, VIEWS_LIVE
+ * views hold the bits as they are: the caller makes them durable
+ * before publishing the set.  VIEWS_READONLY maps the bitmaps
+ * read-only, for a server that never writes (-r), and records nothing.
  */
 extern struct bitmap_set *set_build (struct bmf *f,
                                      const struct bmf_state *st,

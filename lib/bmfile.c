@@ -41,6 +41,8 @@
 
 #include "bmfile-impl.h"
 #include "msg.h"
+#include "recover.h"
+#include "shadow.h"
 #include "util.h"
 
 /* How many times an opener tries again when the file it locked is no
@@ -110,6 +112,32 @@ bmf_condemn_enabled (struct bmf *f)
  * Loading.
  */
 
+/* Read and decode the shadow table of st (shadow.h). */
+static int
+load_shadows (int fd, struct bmf_state *st, uint32_t crc,
+              struct bmf_problems *p)
+{
+  const size_t len = st->shadow_table_length;
+  unsigned char *buf = malloc (MAX (len, 1));
+  ssize_t r;
+  int ret;
+
+  if (buf == NULL) {
+    bmf_problem (p, "%s", strerror (errno));
+    return -1;
+  }
+  r = len ? pread (fd, buf, len, st->shadow_table_offset) : 0;
+  if (r != (ssize_t) len) {
+    bmf_problem (p, "read shadow table: %s",
+                 r == -1 ? strerror (errno) : "short read");
+    free (buf);
+    return -1;
+  }
+  ret = bmf_decode_shadows (buf, len, crc, st, p);
+  free (buf);
+  return ret;
+}
+
 int
 bmf_load (int fd, struct bmf_state *st, int *slot, uint64_t *file_size,
           struct bmf_problems *p)
@@ -163,12 +191,23 @@ bmf_load (int fd, struct bmf_state *st, int *slot, uint64_t *file_size,
     return -1;
   }
   free (dir);
+  if (st->has_shadows && load_shadows (fd, st, s[*slot].shadow_crc, p) == -1 &&
+      !p->report)
+    return -1;
   bmf_check_overlaps (st, p);
   return p->count > before ? -1 : 0;
 }
 
+static const char *
+mode_name (uint32_t mode)
+{
+  return mode == BMF_STRICT ? "durability=strict" :
+    mode == BMF_COARSE ? "durability=coarse" : "durability=flush";
+}
+
 /* Apply what an unclean stop means: after a reboot, bitmaps that were
- * recording in a flush-mode run may have lost bits.
+ * recording in a flush-mode run may have lost bits; those of a
+ * coarse-mode run are recovered from their shadows (recover.c).
  */
 static void
 mark_after_crash (struct bmf *f)
@@ -184,10 +223,13 @@ mark_after_crash (struct bmf *f)
   bm_debug ("%s: was not closed cleanly (pid %" PRIu64 ", %s, %s)",
             f->path, f->st.open_pid,
             f->rebooted ? "machine restarted since" : "same boot",
-            f->st.open_mode == BMF_STRICT ?
-            "durability=strict" : "durability=flush");
+            mode_name (f->st.open_mode));
   if (!f->rebooted || f->st.open_mode == BMF_STRICT)
     return;
+  if (f->st.open_mode == BMF_COARSE) {
+    bmf_recover_coarse (f);
+    return;
+  }
   for (i = 0; i < f->st.nr_bitmaps; ++i) {
     struct bmf_bitmap *bm = &f->st.bitmaps[i];
     if ((bm->flags & BMF_ENABLED) && !(bm->flags & BMF_INCONSISTENT)) {
@@ -384,7 +426,7 @@ bmf_create (const char *path, mode_t mode, bool sized, uint64_t disk_size,
     .seq = 1, .disk_size = sized ? disk_size : 0, .sized = sized,
     .file_length = BMF_FIRST_REGION,
   };
-  bmf_encode_header (&f->st, 0, buf);
+  bmf_encode_header (&f->st, 0, 0, buf);
   if (fchmod (fd, mode & 0664) == -1 ||
       flock (fd, LOCK_EX | LOCK_NB) == -1 ||
       pwrite (fd, buf, sizeof buf, 0) != sizeof buf) {
@@ -544,48 +586,18 @@ bmf_map_region (int fd, uint64_t offset, uint64_t length, bool writable,
   return 0;
 }
 
-int
-bmf_map (struct bmf *f, const struct bmf_state *st,
-         const struct bmf_bitmap *bm, bool writable, struct bits *out,
-         struct bmerr *err)
-{
-  memset (out, 0, sizeof *out);
-  out->nr_bits = st->sized ? bmf_nr_bits (st->disk_size, bm->gbits) : 0;
-  if (bm->data_length == 0)
-    return 0;
-  if (bmf_map_region (f->fd, bm->data_offset, bm->data_length,
-                      writable, out) == -1) {
-    bmerr_set (err, errno, "%s: bitmap %s: cannot map %" PRIu64
-               " bytes: %s", f->path, bm->name, bm->data_length,
-               strerror (errno));
-    return -1;
-  }
-  return 0;
-}
-
-void
-bmf_unmap (struct bits *b)
-{
-  if (b->map_base)
-    munmap (b->map_base, b->map_length);
-  else
-    free (b->words);
-  bits_free_summary (b);
-  memset (b, 0, sizeof *b);
-}
-
-int
-bmf_read_bits (struct bmf *f, const struct bmf_bitmap *bm, struct bits *out,
-               struct bmerr *err)
+/* A copy of bm's bits in malloced words (the recovery of a power
+ * loss applied, if it is pending).
+ */
+static int
+read_copy (struct bmf *f, const struct bmf_state *st,
+           const struct bmf_bitmap *bm, struct bits *out, struct bmerr *err)
 {
   uint64_t len;
   ssize_t r;
 
-  if (f->lock != BMF_LOCK_NONE)
-    return bmf_map (f, &f->st, bm, false, out, err);
-
   memset (out, 0, sizeof *out);
-  out->nr_bits = f->st.sized ? bmf_nr_bits (f->st.disk_size, bm->gbits) : 0;
+  out->nr_bits = st->sized ? bmf_nr_bits (st->disk_size, bm->gbits) : 0;
   len = bits_nr_words (out->nr_bits) * 8;
   if (len == 0)
     return 0;
@@ -606,5 +618,71 @@ bmf_read_bits (struct bmf *f, const struct bmf_bitmap *bm, struct bits *out,
     bmf_unmap (out);
     return -1;
   }
+  if (bm->recovery == BMF_RECOVER_ON_READ &&
+      bmf_recover_read (f, st, bm, out, err) == -1) {
+    bmf_unmap (out);
+    return -1;
+  }
   return 0;
+}
+
+int
+bmf_map (struct bmf *f, const struct bmf_state *st,
+         const struct bmf_bitmap *bm, bool writable, struct bits *out,
+         struct bmerr *err)
+{
+  /* Bits recovered in memory only: a copy. */
+  if (!writable && bm->recovery == BMF_RECOVER_ON_READ)
+    return read_copy (f, st, bm, out, err);
+  memset (out, 0, sizeof *out);
+  out->nr_bits = st->sized ? bmf_nr_bits (st->disk_size, bm->gbits) : 0;
+  if (bm->data_length == 0)
+    return 0;
+  if (bmf_map_region (f->fd, bm->data_offset, bm->data_length,
+                      writable, out) == -1) {
+    bmerr_set (err, errno, "%s: bitmap %s: cannot map %" PRIu64
+               " bytes: %s", f->path, bm->name, bm->data_length,
+               strerror (errno));
+    return -1;
+  }
+  return 0;
+}
+
+int
+bmf_map_shadow (struct bmf *f, const struct bmf_state *st,
+                const struct bmf_bitmap *bm, struct bits *out,
+                struct bmerr *err)
+{
+  memset (out, 0, sizeof *out);
+  out->nr_bits = st->sized ?
+    bmf_nr_bits (st->disk_size, bmf_shadow_gbits (st, bm)) : 0;
+  if (bm->shadow_length == 0)
+    return 0;
+  if (bmf_map_region (f->fd, bm->shadow_offset, bm->shadow_length,
+                      true, out) == -1) {
+    bmerr_set (err, errno, "%s: bitmap %s: cannot map its shadow: %s",
+               f->path, bm->name, strerror (errno));
+    return -1;
+  }
+  return 0;
+}
+
+void
+bmf_unmap (struct bits *b)
+{
+  if (b->map_base)
+    munmap (b->map_base, b->map_length);
+  else
+    free (b->words);
+  bits_free_summary (b);
+  memset (b, 0, sizeof *b);
+}
+
+int
+bmf_read_bits (struct bmf *f, const struct bmf_bitmap *bm, struct bits *out,
+               struct bmerr *err)
+{
+  if (f->lock != BMF_LOCK_NONE)
+    return bmf_map (f, &f->st, bm, false, out, err);
+  return read_copy (f, &f->st, bm, out, err);
 }

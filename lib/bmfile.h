@@ -65,6 +65,10 @@ extern int bmf_map (struct bmf *f, const struct bmf_state *st,
                     const struct bmf_bitmap *bm, bool writable,
                     struct bits *out, struct bmerr *err);
 extern void bmf_unmap (struct bits *b);
+/* Map a bitmap's coarse shadow (shadow.h) writable; st has shadows. */
+extern int bmf_map_shadow (struct bmf *f, const struct bmf_state *st,
+                           const struct bmf_bitmap *bm, struct bits *out,
+                           struct bmerr *err);
 
 /* A bitmap's bits to read: mapped when the file is locked, copied
  * when it was opened without a lock (a server may resize it under a

@@ -30,6 +30,7 @@
 
 #include "crc32c.h"
 #include "format.h"
+#include "shadow.h"
 #include "util.h"
 
 static const char magic[8] = { 'D', 'I', 'R', 'T', 'Y', 'B', 'M', 'P' };
@@ -55,6 +56,10 @@ static const char magic[8] = { 'D', 'I', 'R', 'T', 'Y', 'B', 'M', 'P' };
 #define H_ID_INO     136
 #define H_ID_SIZE    144
 #define H_ID_MTIME   152
+#define H_SH_OFFSET  160
+#define H_SH_LENGTH  168
+#define H_SH_CRC     172
+#define H_SH_CGBITS  176
 #define H_CRC        252
 
 /* Each field ends before the next begins, and all fit in the part of
@@ -62,7 +67,10 @@ static const char magic[8] = { 'D', 'I', 'R', 'T', 'Y', 'B', 'M', 'P' };
  */
 _Static_assert (H_BOOT_ID + BMF_BOOT_ID_LEN <= H_COMPAT,
                 "the boot id overlaps the compatible features");
-_Static_assert (H_ID_MTIME + 8 <= H_CRC, "the disk id overlaps the CRC");
+_Static_assert (H_ID_MTIME + 8 <= H_SH_OFFSET,
+                "the disk id overlaps the shadow fields");
+_Static_assert (H_SH_CGBITS + 4 <= H_CRC,
+                "the shadow fields overlap the CRC");
 _Static_assert (H_CRC + 4 == BMF_HEADER_LENGTH,
                 "the CRC must end the used part of the slot");
 _Static_assert (BMF_HEADER_LENGTH <= BMF_HEADER_SLOT,
@@ -190,9 +198,10 @@ bmf_problem (struct bmf_problems *p, const char *fs, ...)
 
 void
 bmf_encode_header (const struct bmf_state *st, uint32_t dir_crc,
-                   unsigned char buf[BMF_HEADER_SLOT])
+                   uint32_t shadow_crc, unsigned char buf[BMF_HEADER_SLOT])
 {
-  uint32_t compat = st->has_disk_id ? BMF_COMPAT_DISK_ID : 0;
+  uint32_t compat = (st->has_disk_id ? BMF_COMPAT_DISK_ID : 0) |
+    (st->has_shadows ? BMF_COMPAT_SHADOWS : 0);
 
   memset (buf, 0, BMF_HEADER_SLOT);
   memcpy (buf + H_MAGIC, magic, 8);
@@ -219,6 +228,12 @@ bmf_encode_header (const struct bmf_state *st, uint32_t dir_crc,
     put_le64 (buf + H_ID_INO, st->disk_id.ino);
     put_le64 (buf + H_ID_SIZE, st->disk_id.size);
     put_le64 (buf + H_ID_MTIME, st->disk_id.mtime_ns);
+  }
+  if (st->has_shadows) {
+    put_le64 (buf + H_SH_OFFSET, st->shadow_table_offset);
+    put_le32 (buf + H_SH_LENGTH, st->shadow_table_length);
+    put_le32 (buf + H_SH_CRC, shadow_crc);
+    put_le32 (buf + H_SH_CGBITS, st->cgbits);
   }
   put_le32 (buf + H_CRC, crc32c (buf, H_CRC));
 }
@@ -279,6 +294,13 @@ bmf_decode_slot (const unsigned char *buf, size_t got, struct bmf_slot *s)
     st->disk_id.size = get_le64 (buf + H_ID_SIZE);
     st->disk_id.mtime_ns = get_le64 (buf + H_ID_MTIME);
   }
+  if (compat & BMF_COMPAT_SHADOWS) {
+    st->has_shadows = true;
+    st->shadow_table_offset = get_le64 (buf + H_SH_OFFSET);
+    st->shadow_table_length = get_le32 (buf + H_SH_LENGTH);
+    s->shadow_crc = get_le32 (buf + H_SH_CRC);
+    st->cgbits = get_le32 (buf + H_SH_CGBITS);
+  }
 
   if (hlen != BMF_HEADER_LENGTH)
     snprintf (s->why, sizeof s->why, "header length %" PRIu32
@@ -329,6 +351,9 @@ bmf_decode_slot (const unsigned char *buf, size_t got, struct bmf_slot *s)
     snprintf (s->why, sizeof s->why,
               "directory (offset %" PRIu64 ", length %" PRIu32 ") %s",
               st->dir_offset, st->dir_length, rp);
+  else if (st->has_shadows &&
+           !bmf_shadow_fields_ok (st, s->why, sizeof s->why))
+    ;
   else
     s->status = SLOT_OK;
 }
@@ -554,17 +579,24 @@ bmf_check_overlaps (const struct bmf_state *st, struct bmf_problems *p)
   struct bmf_region *r;
   size_t i, n = 0;
 
-  r = calloc (st->nr_bitmaps + 1, sizeof *r);
+  r = calloc (2 * st->nr_bitmaps + 2, sizeof *r);
   if (r == NULL) {
     bmf_problem (p, "%s", strerror (errno));
     return;
   }
   if (st->dir_length)
     r[n++] = (struct bmf_region) { st->dir_offset, st->dir_length };
-  for (i = 0; i < st->nr_bitmaps; ++i)
+  if (st->has_shadows && st->shadow_table_length)
+    r[n++] = (struct bmf_region) { st->shadow_table_offset,
+                                   st->shadow_table_length };
+  for (i = 0; i < st->nr_bitmaps; ++i) {
     if (st->bitmaps[i].data_length)
       r[n++] = (struct bmf_region) { st->bitmaps[i].data_offset,
                                      st->bitmaps[i].data_length };
+    if (st->has_shadows && st->bitmaps[i].shadow_length)
+      r[n++] = (struct bmf_region) { st->bitmaps[i].shadow_offset,
+                                     st->bitmaps[i].shadow_length };
+  }
   qsort (r, n, sizeof *r, region_cmp);
   for (i = 1; i < n; ++i)
     if (r[i - 1].offset + r[i - 1].length > r[i].offset)

@@ -48,10 +48,18 @@
  * (and its fields), and drops it at its next commit.
  */
 #define BMF_COMPAT_DISK_ID  1           /* the disk's identity at a clean stop */
-#define BMF_COMPAT_FEATURES BMF_COMPAT_DISK_ID
+#define BMF_COMPAT_SHADOWS  2           /* coarse shadows (shadow.h) */
+#define BMF_COMPAT_FEATURES (BMF_COMPAT_DISK_ID | BMF_COMPAT_SHADOWS)
 
-enum bmf_durability { BMF_FLUSH = 0, BMF_STRICT = 1 };
-#define BMF_MAX_DURABILITY  BMF_STRICT
+enum bmf_durability { BMF_FLUSH = 0, BMF_STRICT = 1, BMF_COARSE = 2 };
+#define BMF_MAX_DURABILITY  BMF_COARSE
+
+/* Coarse shadows: granules of 2^cgbits bytes, 16M unless told. */
+#define BMF_DEFAULT_CGBITS  24
+#define BMF_SHADOW_ENTRY    16          /* shadow table entry */
+
+enum bmf_recovery { BMF_NOT_RECOVERED = 0, BMF_RECOVERED,
+                    BMF_RECOVER_ON_READ };
 
 struct bmf_bitmap {
   char *name;
@@ -59,6 +67,16 @@ struct bmf_bitmap {
   uint32_t flags;               /* BMF_ENABLED | BMF_INCONSISTENT */
   uint64_t data_offset;         /* 0 when data_length is 0 */
   uint64_t data_length;
+  /* Its coarse shadow, when the state has shadows (shadow.h). */
+  uint64_t shadow_offset;       /* 0 when shadow_length is 0 */
+  uint64_t shadow_length;
+  /* In memory only, set by opening a file after a power loss in
+   * durability=coarse (recover.h): whether the bitmap was recovered
+   * from its shadow, or is each time its bits are read (a file opened
+   * without the write lock), and the bytes that this made dirty.
+   */
+  enum bmf_recovery recovery;
+  uint64_t recovered;
 };
 
 /* What identifies the disk's last state written through the filter:
@@ -82,6 +100,10 @@ struct bmf_state {
   struct bmf_disk_id disk_id;
   uint64_t dir_offset;
   uint32_t dir_length;
+  bool has_shadows;             /* BMF_COMPAT_SHADOWS: the fields below */
+  unsigned cgbits;              /* coarse granularity of the shadows */
+  uint64_t shadow_table_offset;
+  uint32_t shadow_table_length;
   uint64_t file_length;
   size_t nr_bitmaps;
   struct bmf_bitmap *bitmaps;
@@ -131,6 +153,7 @@ struct bmf_slot {
   enum bmf_slot_status status;
   char why[256];
   uint32_t dir_crc;
+  uint32_t shadow_crc;          /* of the shadow table */
   struct bmf_state st;          /* without bitmaps */
   unsigned char raw[BMF_HEADER_LENGTH];
 };
@@ -146,6 +169,7 @@ extern int bmf_pick_slot (const struct bmf_slot s[2], uint64_t file_size,
                           struct bmf_problems *p);
 
 extern void bmf_encode_header (const struct bmf_state *st, uint32_t dir_crc,
+                               uint32_t shadow_crc,
                                unsigned char buf[BMF_HEADER_SLOT]);
 
 /* The directory of st, encoded into a malloced buffer of *len bytes
@@ -171,7 +195,9 @@ extern int bmf_decode_dir (const unsigned char *buf, size_t len,
 extern const char *bmf_region_problem (uint64_t offset, uint64_t length,
                                        uint64_t file_length);
 
-/* Report regions (the directory, bitmap data) that overlap. */
+/* Report regions (the directory, bitmap data, the shadow table and
+ * the shadows) that overlap.
+ */
 extern void bmf_check_overlaps (const struct bmf_state *st,
                                 struct bmf_problems *p);
 

@@ -14,6 +14,9 @@
  * state and the transaction refer to and those this process still
  * uses (bmf_reserve), and is allocated at once, so that setting a bit
  * through a mapping can never hit ENOSPC (SIGBUS).
+ *
+ * Coarse shadows (shadow.h) are regions like bitmap data; each
+ * operation keeps them in step with the bits through txn-shadow.c.
  */
 
 #include <config.h>
@@ -28,18 +31,10 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "bmfile-impl.h"
 #include "crc32c.h"
 #include "msg.h"
-#include "txn.h"
+#include "txn-impl.h"
 #include "util.h"
-
-struct bmf_txn {
-  struct bmf *f;
-  struct bmf_state st;
-  bool dry_run;
-  uint64_t orig_size;           /* file size at begin, for abort */
-};
 
 struct bmf_txn *
 bmf_txn_begin (struct bmf *f, bool dry_run, struct bmerr *err)
@@ -104,6 +99,28 @@ region_cmp (const void *a, const void *b)
   return ra->offset < rb->offset ? -1 : ra->offset > rb->offset;
 }
 
+/* The regions of st: its directory and shadow table (once placed),
+ * and each bitmap's data and shadow.
+ */
+static void
+state_regions (const struct bmf_state *st, struct bmf_region *r, size_t *n)
+{
+  size_t i;
+
+  if (st->dir_length && st->dir_offset)
+    r[(*n)++] = (struct bmf_region) { st->dir_offset, st->dir_length };
+  if (st->has_shadows && st->shadow_table_length && st->shadow_table_offset)
+    r[(*n)++] = (struct bmf_region) { st->shadow_table_offset,
+                                      st->shadow_table_length };
+  for (i = 0; i < st->nr_bitmaps; ++i) {
+    r[(*n)++] = (struct bmf_region) { st->bitmaps[i].data_offset,
+                                      st->bitmaps[i].data_length };
+    if (st->has_shadows)
+      r[(*n)++] = (struct bmf_region) { st->bitmaps[i].shadow_offset,
+                                        st->bitmaps[i].shadow_length };
+  }
+}
+
 /* Every region that new space must avoid: what the committed state
  * and the transaction refer to, and what this process still uses.
  */
@@ -112,20 +129,15 @@ live_regions (struct bmf_txn *t, size_t *n)
 {
   const struct bmf *f = t->f;
   struct bmf_region *r;
-  size_t i, max = 1 + f->st.nr_bitmaps + t->st.nr_bitmaps + f->nr_reserved;
+  size_t i, max = 4 + 2 * (f->st.nr_bitmaps + t->st.nr_bitmaps) +
+    f->nr_reserved;
 
   r = calloc (max, sizeof *r);
   if (r == NULL)
     return NULL;
   *n = 0;
-  if (f->st.dir_length)
-    r[(*n)++] = (struct bmf_region) { f->st.dir_offset, f->st.dir_length };
-  for (i = 0; i < f->st.nr_bitmaps; ++i)
-    r[(*n)++] = (struct bmf_region) { f->st.bitmaps[i].data_offset,
-                                      f->st.bitmaps[i].data_length };
-  for (i = 0; i < t->st.nr_bitmaps; ++i)
-    r[(*n)++] = (struct bmf_region) { t->st.bitmaps[i].data_offset,
-                                      t->st.bitmaps[i].data_length };
+  state_regions (&f->st, r, n);
+  state_regions (&t->st, r, n);
   for (i = 0; i < f->nr_reserved; ++i)
     r[(*n)++] = f->reserved[i];
   qsort (r, *n, sizeof *r, region_cmp);
@@ -136,9 +148,9 @@ live_regions (struct bmf_txn *t, size_t *n)
  * fit, allocate it and make it read as zeroes.  Nothing that a header
  * refers to is touched.
  */
-static int
-alloc_region (struct bmf_txn *t, uint64_t length, uint64_t *offset,
-              struct bmerr *err)
+int
+txn_alloc_region (struct bmf_txn *t, uint64_t length, uint64_t *offset,
+                  struct bmerr *err)
 {
   struct bmf *f = t->f;
   struct bmf_region *r;
@@ -200,10 +212,7 @@ alloc_region (struct bmf_txn *t, uint64_t length, uint64_t *offset,
   return 0;
 }
 
-/* Map a data region of file f that the transaction has written or is
- * reading.
- */
-static int
+int
 txn_map (struct bmf *f, uint64_t offset, uint64_t length, uint64_t nr_bits,
          bool writable, struct bits *out, struct bmerr *err)
 {
@@ -275,7 +284,7 @@ bmf_txn_add (struct bmf_txn *t, const char *name, unsigned gbits,
   }
   if (!t->dry_run && t->st.sized) {
     bm.data_length = bmf_data_length (t->st.disk_size, gbits);
-    if (alloc_region (t, bm.data_length, &bm.data_offset, err) == -1)
+    if (txn_alloc_region (t, bm.data_length, &bm.data_offset, err) == -1)
       return -1;
   }
   bm.name = strdup (name);
@@ -289,6 +298,11 @@ bmf_txn_add (struct bmf_txn *t, const char *name, unsigned gbits,
   }
   t->st.bitmaps = bms;
   bms[t->st.nr_bitmaps++] = bm;
+  /* (Added first, so that the shadow's space avoids its data.) */
+  if (txs_empty (t, &bms[t->st.nr_bitmaps - 1], err) == -1) {
+    free (bms[--t->st.nr_bitmaps].name);
+    return -1;
+  }
   return 0;
 }
 
@@ -318,10 +332,10 @@ bmf_txn_clear (struct bmf_txn *t, const char *name, struct bmerr *err)
     return -1;
   if (t->dry_run || bm->data_length == 0)
     return 0;
-  if (alloc_region (t, bm->data_length, &offset, err) == -1)
+  if (txn_alloc_region (t, bm->data_length, &offset, err) == -1)
     return -1;
   bm->data_offset = offset;
-  return 0;
+  return txs_empty (t, bm, err);
 }
 
 int
@@ -358,7 +372,7 @@ bmf_txn_resize (struct bmf_txn *t, uint64_t new_size, struct bmerr *err)
     uint64_t len = bmf_data_length (new_size, bm->gbits), offset;
     struct bits old, new;
 
-    if (alloc_region (t, len, &offset, err) == -1 ||
+    if (txn_alloc_region (t, len, &offset, err) == -1 ||
         txn_map (t->f, offset, len, nbits, true, &new, err) == -1)
       return -1;
     if (len && was_sized && bm->data_length) {
@@ -379,9 +393,14 @@ bmf_txn_resize (struct bmf_txn *t, uint64_t new_size, struct bmerr *err)
     /* Grown: every granule holding new bytes is dirty. */
     if (was_sized && new_size > old_size)
       bits_set_range (&new, old_size >> bm->gbits, nbits - 1);
-    bmf_unmap (&new);
+    /* (Placed first, so that the shadow's space avoids it.) */
     bm->data_offset = offset;
     bm->data_length = len;
+    if (txs_coarsen (t, bm, &new, new_size, err) == -1) {
+      bmf_unmap (&new);
+      return -1;
+    }
+    bmf_unmap (&new);
   }
   t->st.disk_size = new_size;
   t->st.sized = true;
@@ -431,7 +450,7 @@ bmf_txn_merge (struct bmf_txn *t, const char *dst, struct bmf *src_file,
   if (d->data_length == 0)
     return 0;
 
-  if (alloc_region (t, d->data_length, &offset, err) == -1 ||
+  if (txn_alloc_region (t, d->data_length, &offset, err) == -1 ||
       txn_map (t->f, offset, d->data_length,
                bmf_nr_bits (t->st.disk_size, d->gbits), true, &dbits,
                err) == -1)
@@ -447,7 +466,9 @@ bmf_txn_merge (struct bmf_txn *t, const char *dst, struct bmf *src_file,
   if (r == 0) {
     bits_merge (&dbits, d->gbits, &sbits, s->gbits, t->st.disk_size);
     bmf_unmap (&sbits);
+    /* (Placed first, so that the shadow's space avoids it.) */
     d->data_offset = offset;
+    r = txs_coarsen (t, d, &dbits, t->st.disk_size, err);
   }
   bmf_unmap (&dbits);
   return r;
@@ -497,10 +518,17 @@ end_of_regions (const struct bmf_state *st)
 
   if (st->dir_length)
     end = MAX (end, ROUND_UP (st->dir_offset + st->dir_length, BMF_ALIGN));
-  for (i = 0; i < st->nr_bitmaps; ++i)
+  if (st->has_shadows && st->shadow_table_length)
+    end = MAX (end, ROUND_UP (st->shadow_table_offset +
+                              st->shadow_table_length, BMF_ALIGN));
+  for (i = 0; i < st->nr_bitmaps; ++i) {
     if (st->bitmaps[i].data_length)
       end = MAX (end, st->bitmaps[i].data_offset +
                  st->bitmaps[i].data_length);
+    if (st->has_shadows && st->bitmaps[i].shadow_length)
+      end = MAX (end, st->bitmaps[i].shadow_offset +
+                 st->bitmaps[i].shadow_length);
+  }
   return end;
 }
 
@@ -540,7 +568,7 @@ write_dir (struct bmf_txn *t, uint32_t *crc, struct bmerr *err)
     r = -1;
     goto out;
   }
-  r = alloc_region (t, ROUND_UP (len, BMF_ALIGN), &t->st.dir_offset, err);
+  r = txn_alloc_region (t, ROUND_UP (len, BMF_ALIGN), &t->st.dir_offset, err);
   if (r == 0 && pwrite (f->fd, buf, len, t->st.dir_offset) != (ssize_t) len) {
     bmerr_set (err, errno ? errno : EIO, "%s: write directory: %s", f->path,
                errno ? strerror (errno) : "short write");
@@ -557,7 +585,7 @@ bmf_txn_commit (struct bmf_txn *t, struct bmerr *err)
 {
   struct bmf *f = t->f;
   unsigned char hdr[BMF_HEADER_SLOT];
-  uint32_t dir_crc = 0;
+  uint32_t dir_crc = 0, shadow_crc = 0;
   uint64_t end;
   int slot = 1 - f->slot;
   size_t i;
@@ -571,7 +599,8 @@ bmf_txn_commit (struct bmf_txn *t, struct bmerr *err)
                "limit", f->path);
     goto err;
   }
-  if (write_dir (t, &dir_crc, err) == -1)
+  if (write_dir (t, &dir_crc, err) == -1 ||
+      txs_write_table (t, &shadow_crc, err) == -1)
     goto err;
   t->st.seq = f->st.seq + 1;
   t->st.file_length = end_of_regions (&t->st);
@@ -579,7 +608,7 @@ bmf_txn_commit (struct bmf_txn *t, struct bmerr *err)
     bmerr_set (err, errno, "%s: fdatasync: %s", f->path, strerror (errno));
     goto err;
   }
-  bmf_encode_header (&t->st, dir_crc, hdr);
+  bmf_encode_header (&t->st, dir_crc, shadow_crc, hdr);
   if (pwrite (f->fd, hdr, sizeof hdr, (off_t) slot * BMF_HEADER_SLOT)
       != sizeof hdr || fdatasync (f->fd) == -1) {
     /* The new header may be on disk, and a later commit goes to the
@@ -592,9 +621,16 @@ bmf_txn_commit (struct bmf_txn *t, struct bmerr *err)
     t->orig_size = UINT64_MAX;
     if (t->st.dir_length)
       bmf_reserve (f, t->st.dir_offset, t->st.dir_length);
-    for (i = 0; i < t->st.nr_bitmaps; ++i)
+    if (t->st.has_shadows && t->st.shadow_table_length)
+      bmf_reserve (f, t->st.shadow_table_offset,
+                   t->st.shadow_table_length);
+    for (i = 0; i < t->st.nr_bitmaps; ++i) {
       bmf_reserve (f, t->st.bitmaps[i].data_offset,
                    t->st.bitmaps[i].data_length);
+      if (t->st.has_shadows)
+        bmf_reserve (f, t->st.bitmaps[i].shadow_offset,
+                     t->st.bitmaps[i].shadow_length);
+    }
     goto err;
   }
 

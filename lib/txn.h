@@ -45,6 +45,12 @@ extern int bmf_txn_merge (struct bmf_txn *t, const char *dst,
  */
 extern int bmf_txn_resize (struct bmf_txn *t, uint64_t new_size,
                            struct bmerr *err);
+/* Give every bitmap a coarse shadow of 2^cgbits byte granules (see
+ * shadow.h), made from its bits, unless it has one of that
+ * granularity; cgbits 0 drops the shadows.
+ */
+extern int bmf_txn_set_shadows (struct bmf_txn *t, unsigned cgbits,
+                                struct bmerr *err);
 /* Mark every enabled bitmap inconsistent (bits may have been lost). */
 extern void bmf_txn_mark_enabled_inconsistent (struct bmf_txn *t);
 extern void bmf_txn_set_open (struct bmf_txn *t, bool open,

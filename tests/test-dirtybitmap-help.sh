@@ -22,9 +22,10 @@ filter: dirtybitmap (nbdkit dirty bitmap (changed block tracking) filter)
 nbdkit-dirtybitmap-filter $version: persistent changed-block tracking for any plugin.
 EOF2
 for p in bitmap= action= granularity= bitmap-file= merge-file= \
-         extents= durability= export= control=; do
+         extents= durability= coarse-granularity= export= control=; do
     grep "^$p" help.out
 done
+grep -F "flush|strict|coarse" help.out
 
 nbdkit -v --filter="$FILTER" null --version > version.out 2> debug.out
 expect version.out <<EOF2

@@ -42,8 +42,16 @@ refused "dirtybitmap: extents=all: must be bitmap or passthrough" \
         file disk.img bitmap=b0 extents=all
 refused "dirtybitmap: extents=bitmap needs bitmap=NAME" \
         file disk.img extents=bitmap
-refused "dirtybitmap: durability=always: must be flush or strict" \
+refused "dirtybitmap: durability=always: must be flush, strict or coarse" \
         file disk.img bitmap=b0 durability=always
+for g in 1000 256 4G lots; do
+    refused "dirtybitmap: coarse-granularity=$g: must be a power of 2 from 512 to 2G" \
+            file disk.img bitmap=b0 durability=coarse coarse-granularity=$g
+done
+for d in flush strict; do
+    refused "dirtybitmap: coarse-granularity= can only be used with durability=coarse" \
+            file disk.img bitmap=b0 durability=$d coarse-granularity=16M
+done
 refused "dirtybitmap: bitmap= given more than once" \
         file disk.img bitmap=b0 bitmap=b1
 refused "dirtybitmap: bitmap=: the name must be 1 to 1023 bytes" \

@@ -7,7 +7,11 @@
  * these (which forward to the kernel).  For each kind of transaction
  * (add, remove, clear, enable, disable, merge, grow, shrink, the open
  * record, several at once, and the first commit after a reboot, whose
- * crash marks exist only in memory until then) it:
+ * crash marks exist only in memory until then), on a file without
+ * coarse shadows and on one with them, and for the changes of the
+ * shadows themselves (made from the bits, made again at another
+ * granularity, dropped, and the first commit after a power loss in
+ * coarse mode, whose recovery is done in place before it) it:
  *
  *   - runs it once and checks the order that power loss needs: each
  *     commit syncs every region before it writes the header slot, the
@@ -43,11 +47,15 @@
 #include "crc32c.h"
 #include "format.h"
 #include "msg.h"
+#include "shadow.h"
 #include "txn.h"
 #include "util.h"
 
 #define BASE "base.bitmaps"
 #define REBOOTED "rebooted.bitmaps"
+#define SHADOWED "shadowed.bitmaps"
+#define POWERLOSS "powerloss.bitmaps"
+#define CGBITS 20               /* shadows of 1M granules */
 #define WORK "work.bitmaps"
 #define CUT "cut.bitmaps"
 #define DISK_SIZE (8 * 1024 * 1024 + 1000)
@@ -185,8 +193,44 @@ posix_fallocate (int fd, off_t offset, off_t len)
  * States.
  */
 
+/* A bitmap's shadow, read from the file, as the recovery of a power
+ * loss would leave it when that is still pending (the bits it has
+ * reached the disk with are in it).  Returns whether it is exactly
+ * the coarsening of fine.
+ */
+static bool
+shadow_of (struct bmf *f, const struct bmf_state *st,
+           const struct bmf_bitmap *bm, const struct bits *fine,
+           uint32_t *crc, uint64_t *count)
+{
+  const unsigned sg = bmf_shadow_gbits (st, bm);
+  struct bits sh = { .nr_bits = bmf_nr_bits (st->disk_size, sg) };
+  struct bits want = { .nr_bits = sh.nr_bits };
+  uint64_t n = bits_nr_words (sh.nr_bits);
+  bool exact;
+
+  sh.words = calloc (MAX (n, 1), 8);
+  want.words = calloc (MAX (n, 1), 8);
+  if (sh.words == NULL || want.words == NULL)
+    fatal ("calloc");
+  if (n && pread (f->fd, sh.words, n * 8, bm->shadow_offset) != (ssize_t) (n * 8))
+    fatal ("pread shadow");
+  if (fine->words) {
+    bits_merge (&want, sg, fine, bm->gbits, st->disk_size);
+    if (bm->recovery == BMF_RECOVER_ON_READ)
+      bits_merge (&sh, sg, fine, bm->gbits, st->disk_size);
+  }
+  exact = memcmp (sh.words, want.words, n * 8) == 0;
+  *crc = crc32c (sh.words, n * 8);
+  *count = bits_count (&sh);
+  free (sh.words);
+  free (want.words);
+  return exact;
+}
+
 /* Everything a user can see of a file, as text; NULL if it does not
- * open.
+ * open.  A shadow that is not exactly the coarsening of its bits is
+ * shown as "INEXACT".
  */
 static char *
 describe (const char *path)
@@ -199,14 +243,16 @@ describe (const char *path)
   if (f == NULL)
     return NULL;
   st = bmf_state (f);
-  if (asprintf (&s, "size %" PRIu64 " sized %d open %d mode %u\n",
-                st->disk_size, st->sized, st->open, st->open_mode) == -1)
+  if (asprintf (&s, "size %" PRIu64 " sized %d open %d mode %u "
+                "shadows %d cg %u\n", st->disk_size, st->sized, st->open,
+                st->open_mode, st->has_shadows, st->cgbits) == -1)
     fatal ("asprintf");
   for (i = 0; i < st->nr_bitmaps; ++i) {
     const struct bmf_bitmap *bm = &st->bitmaps[i];
     struct bits b;
-    uint32_t crc = 0;
-    uint64_t count = 0;
+    uint32_t crc = 0, scrc = 0;
+    uint64_t count = 0, scount = 0;
+    bool exact = true;
 
     if (bmf_map (f, st, bm, false, &b, NULL) == -1)
       fatal ("bmf_map");
@@ -214,11 +260,14 @@ describe (const char *path)
       crc = crc32c (b.words, bits_nr_words (b.nr_bits) * 8);
       count = bits_count (&b);
     }
+    if (st->has_shadows)
+      exact = shadow_of (f, st, bm, &b, &scrc, &scount);
     bmf_unmap (&b);
     t = s;
     if (asprintf (&s, "%s%s g%u flags %" PRIu32 " bits %" PRIu64
-                  " crc %08" PRIx32 "\n", t, bm->name, bm->gbits,
-                  bm->flags, count, crc) == -1)
+                  " crc %08" PRIx32 " shadow %" PRIu64 " crc %08" PRIx32
+                  "%s\n", t, bm->name, bm->gbits, bm->flags, count, crc,
+                  scount, scrc, exact ? "" : " INEXACT") == -1)
       fatal ("asprintf");
     free (t);
   }
@@ -271,6 +320,12 @@ static int op_open (struct bmf_txn *t)
 { bmf_txn_set_open (t, true, BMF_STRICT); return 0; }
 static int op_none (struct bmf_txn *t)
 { return 0; }
+static int op_coarse (struct bmf_txn *t)
+{ return bmf_txn_set_shadows (t, CGBITS, &err); }
+static int op_recoarse (struct bmf_txn *t)
+{ return bmf_txn_set_shadows (t, CGBITS + 2, &err); }
+static int op_drop (struct bmf_txn *t)
+{ return bmf_txn_set_shadows (t, 0, &err); }
 static int op_several (struct bmf_txn *t)
 {
   return bmf_txn_add (t, "new", 9, &err) ||
@@ -293,6 +348,18 @@ static const struct {
   { "grow", op_grow, BASE }, { "shrink", op_shrink, BASE },
   { "open", op_open, BASE }, { "several", op_several, BASE },
   { "reboot", op_none, REBOOTED },
+  /* The same on a file with shadows, and the shadows' own changes. */
+  { "shadowed add", op_add, SHADOWED },
+  { "shadowed remove", op_remove, SHADOWED },
+  { "shadowed clear", op_clear, SHADOWED },
+  { "shadowed enable", op_enable, SHADOWED },
+  { "shadowed disable", op_disable, SHADOWED },
+  { "shadowed merge", op_merge, SHADOWED },
+  { "shadowed grow", op_grow, SHADOWED },
+  { "shadowed shrink", op_shrink, SHADOWED },
+  { "shadowed several", op_several, SHADOWED },
+  { "coarse", op_coarse, BASE }, { "recoarse", op_recoarse, SHADOWED },
+  { "drop", op_drop, SHADOWED }, { "power loss", op_none, POWERLOSS },
 };
 
 /* The base file: three bitmaps with bits, b2 disabled. */
@@ -324,37 +391,88 @@ make_base (void)
   exit (EXIT_FAILURE);
 }
 
-/* REBOOTED: BASE left open by a flush-mode run of another boot. */
+/* Say that another boot of the machine had f open, in mode. */
 static void
-make_rebooted (void)
+left_open_by_another_boot (struct bmf *f, enum bmf_durability mode)
 {
-  struct bmf *f;
-  struct bmf_txn *t;
-
   unsigned char buf[BMF_HEADER_SLOT];
   struct bmf_slot slot;
-  int fd;
+  struct bmf_txn *t;
 
-  copy_file (BASE, REBOOTED);
-  f = bmf_open (REBOOTED, BMF_LOCK_EXCLUSIVE, &err);
-  if (f == NULL || (t = bmf_txn_begin (f, false, &err)) == NULL)
+  if ((t = bmf_txn_begin (f, false, &err)) == NULL)
     exit (EXIT_FAILURE);
-  bmf_txn_set_open (t, true, BMF_FLUSH);
+  bmf_txn_set_open (t, true, mode);
   if (bmf_txn_commit (t, &err) == -1)
     exit (EXIT_FAILURE);
-  fd = f->fd;
-  /* Now say that another boot of the machine had it open. */
-  if (pread (fd, buf, BMF_HEADER_LENGTH, f->slot * BMF_HEADER_SLOT) !=
+  if (pread (f->fd, buf, BMF_HEADER_LENGTH, f->slot * BMF_HEADER_SLOT) !=
       BMF_HEADER_LENGTH)
     fatal ("pread");
   bmf_decode_slot (buf, BMF_HEADER_LENGTH, &slot);
   slot.st.open_pid = 1;
   memset (slot.st.boot_id, 0, sizeof slot.st.boot_id);
   snprintf (slot.st.boot_id, sizeof slot.st.boot_id, "another boot");
-  bmf_encode_header (&slot.st, slot.dir_crc, buf);
-  if (pwrite (fd, buf, BMF_HEADER_SLOT, f->slot * BMF_HEADER_SLOT) !=
+  bmf_encode_header (&slot.st, slot.dir_crc, slot.shadow_crc, buf);
+  if (pwrite (f->fd, buf, BMF_HEADER_SLOT, f->slot * BMF_HEADER_SLOT) !=
       BMF_HEADER_SLOT)
     fatal ("pwrite");
+}
+
+/* REBOOTED: BASE left open by a flush-mode run of another boot. */
+static void
+make_rebooted (void)
+{
+  struct bmf *f;
+
+  copy_file (BASE, REBOOTED);
+  f = bmf_open (REBOOTED, BMF_LOCK_EXCLUSIVE, &err);
+  if (f == NULL)
+    exit (EXIT_FAILURE);
+  left_open_by_another_boot (f, BMF_FLUSH);
+  bmf_close (f);
+}
+
+/* SHADOWED: BASE with coarse shadows. */
+static void
+make_shadowed (void)
+{
+  struct bmf *f;
+  struct bmf_txn *t;
+
+  copy_file (BASE, SHADOWED);
+  f = bmf_open (SHADOWED, BMF_LOCK_EXCLUSIVE, &err);
+  if (f == NULL || (t = bmf_txn_begin (f, false, &err)) == NULL ||
+      bmf_txn_set_shadows (t, CGBITS, &err) == -1 ||
+      bmf_txn_commit (t, &err) == -1) {
+    fprintf (stderr, "txn-cut: make_shadowed: %s\n", err.msg);
+    exit (EXIT_FAILURE);
+  }
+  bmf_close (f);
+}
+
+/* POWERLOSS: SHADOWED left open by a coarse run of another boot, whose
+ * power loss kept a shadow bit whose bits were lost (b0, coarse
+ * granule 6) and bits whose shadow bit was lost (b1, granule 12000 in
+ * coarse granule 5): opening it recovers both in place.
+ */
+static void
+make_powerloss (void)
+{
+  const struct bmf_state *st;
+  struct bmf *f;
+  struct bits sh;
+
+  copy_file (SHADOWED, POWERLOSS);
+  f = bmf_open (POWERLOSS, BMF_LOCK_EXCLUSIVE, &err);
+  if (f == NULL)
+    exit (EXIT_FAILURE);
+  left_open_by_another_boot (f, BMF_COARSE);
+  st = bmf_state (f);
+  if (bmf_map_shadow (f, st, bmf_find (st, "b0"), &sh, &err) == -1)
+    exit (EXIT_FAILURE);
+  bits_set_range (&sh, 6, 6);
+  bmf_unmap (&sh);
+  if (set_bits (f, "b1", 12000, 12000) || bmf_sync (f) == -1)
+    exit (EXIT_FAILURE);
   bmf_close (f);
 }
 
@@ -463,6 +581,8 @@ main (int argc, char *argv[])
 
   make_base ();
   make_rebooted ();
+  make_shadowed ();
+  make_powerloss ();
 
   for (i = 0; i < sizeof txns / sizeof txns[0]; ++i) {
     old = describe (txns[i].base);
@@ -476,6 +596,9 @@ main (int argc, char *argv[])
       exit (EXIT_FAILURE);
     check_order (txns[i].name, n);
     new = describe (WORK);
+    if (strstr (old, "INEXACT") || (new && strstr (new, "INEXACT")))
+      fail ("%s: a shadow is not the coarsening of its bits:\n%s%s",
+            txns[i].name, old, new ? new : "");
     if (new == NULL || strcmp (old, new) == 0) {
       fail ("%s: %s", txns[i].name, new ? "the transaction changed nothing"
             : "the committed file does not open");

@@ -45,6 +45,8 @@ struct info_bitmap {
   uint64_t granularity;
   bool recording, consistent;
   uint64_t dirty;
+  bool recovered;               /* after a power loss in coarse mode: */
+  uint64_t recovered_bytes;     /* bytes dirty because of it */
 };
 
 struct info {
@@ -71,7 +73,8 @@ info_free (struct info *in)
 static const char *
 durability_name (uint32_t mode)
 {
-  return mode == BMF_STRICT ? "strict" : "flush";
+  return mode == BMF_STRICT ? "strict" : mode == BMF_COARSE ? "coarse" :
+    "flush";
 }
 
 /*----------------------------------------------------------------------
@@ -151,6 +154,8 @@ from_file (const char *path, bool force, struct info *in)
     b->granularity = UINT64_C (1) << bm->gbits;
     b->consistent = !(bm->flags & BMF_INCONSISTENT);
     b->recording = (bm->flags & BMF_ENABLED) && b->consistent;
+    b->recovered = bm->recovery != BMF_NOT_RECOVERED;
+    b->recovered_bytes = bm->recovered;
     if (bmf_read_bits (f, bm, &bits, &err) == -1) {
       report_error (&err);
       goto out;
@@ -300,6 +305,10 @@ print_human (const struct info *in)
     printf ("        consistent: %s\n", b->consistent ? "true" : "false");
     printf ("        dirty bytes: %" PRIu64 " (%s)\n",
             b->dirty, human_size (b->dirty, hs, sizeof hs));
+    if (b->recovered)
+      printf ("        dirty because the machine stopped: %" PRIu64
+              " (%s), from the coarse shadow\n", b->recovered_bytes,
+              human_size (b->recovered_bytes, hs, sizeof hs));
   }
 }
 
@@ -327,7 +336,11 @@ print_json (const struct info *in)
             b->recording ? "true" : "false");
     printf ("            \"consistent\": %s,\n",
             b->consistent ? "true" : "false");
-    printf ("            \"dirty-bytes\": %" PRIu64 "\n        }", b->dirty);
+    printf ("            \"dirty-bytes\": %" PRIu64, b->dirty);
+    if (b->recovered)
+      printf (",\n            \"recovered-bytes\": %" PRIu64,
+              b->recovered_bytes);
+    printf ("\n        }");
   }
   printf ("%s]\n}\n", in->nr ? "\n    " : "");
 }

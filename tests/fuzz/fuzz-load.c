@@ -7,10 +7,14 @@
  *     be left exactly as it was;
  *   - if it opened: every bitmap is mapped and scanned, then a
  *     transaction adds, clears, toggles, merges, removes and resizes
- *     bitmaps (as the last byte of the input picks) and commits.  After a commit the file must open again,
- *     every bitmap that was neither cleared nor removed must keep
- *     every bit it had (a lost bit is the one thing this format must
- *     never do), and a file that was sound must still pass bmf_check.
+ *     bitmaps, and makes or drops their coarse shadows (as the last
+ *     byte of the input picks) and commits.  After a commit the file
+ *     must open again, every bitmap that was neither cleared nor
+ *     removed must keep every bit it had (a lost bit is the one thing
+ *     this format must never do), a file that was sound must still
+ *     pass bmf_check, and if every shadow covered its bits (each
+ *     dirty granule's coarse granule set) before, every shadow must
+ *     still cover them.
  *
  * Random bytes rarely carry a right CRC-32C, so each input is tried
  * twice: as it is, and with its checksums made right.
@@ -34,6 +38,7 @@
 #include "crc32c.h"
 #include "format.h"
 #include "msg.h"
+#include "shadow.h"
 #include "txn.h"
 #include "util.h"
 
@@ -45,6 +50,7 @@
 #define OP_REMOVE  16
 #define OP_RESIZE  32
 #define OP_OPEN    64
+#define OP_SHADOWS 128
 
 /* Keep bitmap data small: large disks would make a run allocate
  * gigabytes in the temporary file.
@@ -174,6 +180,39 @@ check_kept (struct bmf *f, const struct saved *sv)
   bmf_unmap (&b);
 }
 
+/* Whether every shadow of f covers its bits: each dirty granule's
+ * coarse granule is set.
+ */
+static bool
+shadows_cover (struct bmf *f)
+{
+  const struct bmf_state *st = bmf_state (f);
+  bool ok = true;
+  size_t i;
+
+  if (!st->has_shadows)
+    return true;
+  for (i = 0; ok && i < st->nr_bitmaps; ++i) {
+    const struct bmf_bitmap *bm = &st->bitmaps[i];
+    const unsigned sg = bmf_shadow_gbits (st, bm);
+    struct bits b, sh;
+    uint64_t g;
+
+    if (bm->data_length == 0)
+      continue;
+    if (bmf_map (f, st, bm, false, &b, NULL) == -1 ||
+        bmf_map_shadow (f, st, bm, &sh, NULL) == -1)
+      die ("cannot map a bitmap or its shadow that loaded");
+    for (g = bits_next_set (&b, 0, b.nr_bits); ok && g < b.nr_bits;
+         g = bits_next_set (&b, g + 1, b.nr_bits))
+      if (!bits_test (&sh, (g << bm->gbits) >> sg))
+        ok = false;
+    bmf_unmap (&sh);
+    bmf_unmap (&b);
+  }
+  return ok;
+}
+
 /* After a commit: the file opens, and keeps the bits of sv. */
 static struct bmf *
 reopen_committed (const struct saved *sv, size_t n, unsigned problems)
@@ -204,6 +243,10 @@ small (const struct bmf_state *st, uint64_t disk_size, unsigned gbits)
 #define H_DIR_OFFSET  40
 #define H_DIR_LENGTH  48
 #define H_DIR_CRC     56
+#define H_COMPAT     120
+#define H_SH_OFFSET  160
+#define H_SH_LENGTH  168
+#define H_SH_CRC     172
 #define H_CRC        252
 
 /* Random bytes almost never carry the right CRC-32C, so on their own
@@ -230,6 +273,15 @@ fix_checksums (uint8_t *buf, size_t size)
       crc = crc32c (buf + off, len);
       changed |= get_le32 (h + H_DIR_CRC) != crc;
       put_le32 (h + H_DIR_CRC, crc);
+    }
+    if (get_le32 (h + H_COMPAT) & BMF_COMPAT_SHADOWS) {
+      off = get_le64 (h + H_SH_OFFSET);
+      len = get_le32 (h + H_SH_LENGTH);
+      if (off <= size && len <= size - off) {
+        crc = crc32c (buf + off, len);
+        changed |= get_le32 (h + H_SH_CRC) != crc;
+        put_le32 (h + H_SH_CRC, crc);
+      }
     }
     crc = crc32c (h, H_CRC);
     changed |= get_le32 (h + H_CRC) != crc;
@@ -267,7 +319,7 @@ test_one (const uint8_t *data, size_t size)
   struct saved *sv;
   unsigned problems, ops;
   size_t i, n;
-  bool all_small = true;
+  bool all_small = true, covered;
 
   write_input (data, size);
   problems = bmf_check (path, ignore, NULL);
@@ -289,6 +341,8 @@ test_one (const uint8_t *data, size_t size)
     scan (f, &st->bitmaps[i], &sv[i]);
     all_small &= small (st, st->disk_size, st->bitmaps[i].gbits);
   }
+
+  covered = shadows_cover (f);
 
   /* First a commit that changes nothing but what opening the file
    * did (crash marks, the dropped open record): the filter's startup.
@@ -329,10 +383,18 @@ test_one (const uint8_t *data, size_t size)
       small (tst, tst->disk_size + 4096, 9))
     bmf_txn_resize (t, tst->disk_size + 4096, NULL);
   if (ops & OP_OPEN)
-    bmf_txn_set_open (t, true, BMF_FLUSH);
+    bmf_txn_set_open (t, true, (ops & OP_SHADOWS) ? BMF_COARSE : BMF_FLUSH);
+  /* With OP_SHADOWS, shadows of 1M granules (made from the bits where
+   * there are none, or none of that size); else, half the time,
+   * none.
+   */
+  if (all_small && ((ops & OP_SHADOWS) || (ops & OP_ADD)))
+    bmf_txn_set_shadows (t, (ops & OP_SHADOWS) ? 20 : 0, NULL);
   if (bmf_txn_commit (t, NULL) == 0) {
     bmf_close (f);
     f = reopen_committed (sv, n, problems);
+    if (covered && !shadows_cover (f))
+      die ("a commit left a shadow that misses bits");
   }
   bmf_close (f);
   for (i = 0; i < n; ++i) {

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* txn-impl.h: what the files of a transaction share (txn.c, the
+ * operations and the commit; txn-shadow.c, the coarse shadows).
+ * Never included outside lib/.
+ */
+
+#ifndef DIRTYBITMAP_TXN_IMPL_H
+#define DIRTYBITMAP_TXN_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bits.h"
+#include "bmfile-impl.h"
+#include "txn.h"
+
+struct bmf_txn {
+  struct bmf *f;
+  struct bmf_state st;
+  bool dry_run;
+  uint64_t orig_size;           /* file size at begin, for abort */
+};
+
+/* Find, allocate and zero length bytes of space that nothing in use
+ * refers to (first fit); *offset is 0 for a length of 0.
+ */
+extern int txn_alloc_region (struct bmf_txn *t, uint64_t length,
+                             uint64_t *offset, struct bmerr *err);
+
+/* Map a data region of file f that the transaction writes or reads. */
+extern int txn_map (struct bmf *f, uint64_t offset, uint64_t length,
+                    uint64_t nr_bits, bool writable, struct bits *out,
+                    struct bmerr *err);
+
+/* The shadow halves of the operations (txn-shadow.c).  Each does
+ * nothing when the state has no shadows or in a dry run.
+ */
+
+/* bm is new or cleared: give it an empty shadow. */
+extern int txs_empty (struct bmf_txn *t, struct bmf_bitmap *bm,
+                      struct bmerr *err);
+/* bm's bits are now fine, for a disk of disk_size bytes (a merge, a
+ * resize): give it a new shadow, their coarsening.
+ */
+extern int txs_coarsen (struct bmf_txn *t, struct bmf_bitmap *bm,
+                        const struct bits *fine, uint64_t disk_size,
+                        struct bmerr *err);
+
+/* Write the shadow table of t->st (or find the committed one that
+ * holds the same bytes); its checksum through *crc.
+ */
+extern int txs_write_table (struct bmf_txn *t, uint32_t *crc,
+                            struct bmerr *err);
+
+#endif /* DIRTYBITMAP_TXN_IMPL_H */
