@@ -12,10 +12,11 @@
  * A transaction while serving (store_transaction, store_resize) is a
  * cut through the writes:
  *
- *   1. under both locks: check and apply the actions to a transaction
- *      (data is copied here, so no bit can be set meanwhile), build
- *      the transitional set, which records into both the old and the
- *      new regions (tracker.c, ghosts), and publish it: the cut;
+ *   1. check and apply the actions to a transaction (under the bits
+ *      lock too if bits are copied: merges, resizes), then under both
+ *      locks build the transitional set, which records into both the
+ *      old and the new regions (tracker.c, ghosts), and publish it:
+ *      the cut;
  *   2. commit the file (two fdatasyncs), writes going on;
  *   3. build the final set and publish it (in strict mode, once the
  *      bits in its views are durable);
@@ -471,26 +472,34 @@ store_close (void)
 
 /* Steps 1 to 3 of a transaction (see the top of this file): returns
  * the sets to retire after a grace period, or -1 with err.  Called
- * with meta_lock held.  apply fills t (under both locks).
+ * with meta_lock held.  apply fills t; when it copies bits (a merge,
+ * a resize) it runs under the bits lock too, so that none is set
+ * meanwhile.  Otherwise it only allocates and describes new regions,
+ * and writes may go on: until the transitional set is published they
+ * are before the cut, in the old set.
  */
 static int
 commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
                                   struct bmerr *err),
-                    void *opaque, struct bitmap_set **retire,
-                    struct bmerr *err)
+                    void *opaque, bool copies_bits,
+                    struct bitmap_set **retire, struct bmerr *err)
 {
   struct bitmap_set *old, *trans, *final;
   struct bmf_txn *t = NULL;
   uint64_t ticket;
 
   retire[0] = retire[1] = NULL;
-  tracker_lock ();
-  old = tracker_current ();
+  if (copies_bits)
+    tracker_lock ();
   if (apply (&t, opaque, err) == -1) {
-    tracker_unlock ();
+    if (copies_bits)
+      tracker_unlock ();
     bmf_txn_abort (t);
     return -1;
   }
+  if (!copies_bits)
+    tracker_lock ();
+  old = tracker_current ();
   trans = set_build (file, bmf_txn_state (t), old, true, VIEWS_NONE, err);
   if (trans == NULL) {
     tracker_unlock ();
@@ -624,7 +633,7 @@ store_resize (uint64_t disk_size)
     else
       nbdkit_debug ("dirtybitmap: %s: disk size is %" PRIu64,
                     bmf_path (file), disk_size);
-    r = commit_live_locked (apply_resize, &disk_size, retire, &err);
+    r = commit_live_locked (apply_resize, &disk_size, true, retire, &err);
     if (r == -1)
       nbdkit_error ("dirtybitmap: cannot resize the bitmaps to %" PRIu64
                     " bytes: %s", disk_size, err.msg);
@@ -646,6 +655,18 @@ apply_actions (struct bmf_txn **t, void *opaque, struct bmerr *err)
 
   *t = act_begin (file, a->acts, a->n, err);
   return *t ? 0 : -1;
+}
+
+/* Whether any action copies bits (a merge does). */
+static bool
+copies_bits (const struct action *acts, size_t n)
+{
+  size_t i;
+
+  for (i = 0; i < n; ++i)
+    if (acts[i].kind == ACT_MERGE)
+      return true;
+  return false;
 }
 
 /* Whether a bitmap of that name is in the current set. */
@@ -671,7 +692,8 @@ store_transaction (struct action *acts, size_t n, struct bmerr *err)
   pthread_mutex_lock (&meta_lock);
   r = selection_check_discards (acts, n, err);
   if (r == 0)
-    r = commit_live_locked (apply_actions, &a, retire, err);
+    r = commit_live_locked (apply_actions, &a, copies_bits (acts, n), retire,
+                            err);
   if (r == 0) {
     /* A removed bitmap answers nothing any more. */
     selection_forget_unless (exists);
