@@ -334,11 +334,15 @@ dirtybitmap_get_ready (int thread_model)
 
   struct bmerr err;
 
-  if (store_open (&cfg) == -1)
-    return -1;
+  /* The socket first: a start refused for it must leave the bitmap
+   * file as it was, actions unapplied.
+   */
   if (control_path && control_open (control_path, &err) == -1) {
     nbdkit_error ("dirtybitmap: %s", err.msg);
-    store_close ();
+    return -1;
+  }
+  if (store_open (&cfg) == -1) {
+    control_close ();
     return -1;
   }
   return 0;

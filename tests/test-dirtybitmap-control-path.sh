@@ -6,7 +6,8 @@
 # is refused with a message naming it, and left exactly as it was; a
 # socket left by a server killed with kill -9 is replaced; a server
 # that exits never removes a socket that is not its own.  A start
-# refused for its control=PATH leaves the bitmap file as it was.
+# refused for its control=PATH leaves the bitmap file as it was; one
+# that fails for its actions leaves no socket.
 source ./functions.sh
 set -e
 set -x
@@ -43,7 +44,7 @@ test -p "$ctl"
 rm "$ctl"
 
 # The same with a bitmap file: it stays as it was.
-dirtybitmap bitmap --add disk.img.bitmaps b1
+dirtybitmap bitmap --add --size 1M disk.img.bitmaps b1
 echo "precious" > "$ctl"
 refused "dirtybitmap: control=$ctl: exists and is not a socket"
 rm "$ctl"
@@ -63,6 +64,15 @@ ln -s "$PWD/target" "$ctl"
 refused "dirtybitmap: control=$ctl: is a symbolic link: refused"
 grep -Fx precious target
 rm "$ctl"
+
+# A start that fails for its actions leaves no socket behind.
+fails -k disk.img.bitmaps "dirtybitmap: action remove on bitmap nosuch failed: bitmap nosuch not found" \
+      nbdkit -U - --filter="$FILTER" file disk.img bitmap=nosuch \
+      action=remove control="$ctl" --run true
+if [ -e "$ctl" ]; then
+    echo "$0: a failed start left $ctl behind"
+    exit 1
+fi
 
 # Too long for a socket address.
 long="$PWD/$(printf 'x%.0s' {1..120})"
