@@ -121,12 +121,15 @@ parse_action (json_object *a, size_t i, struct proto_action *out,
     return fail (err, "GenericError", "%s: unknown action '%s' (expected "
                  "add, remove, clear, enable, disable or merge)", what, kind);
   out->kind = k;
+  /* The names' lengths are checked by the actions (act_begin), before
+   * anything is done, in the words of dirtybitmap bitmap offline.
+   */
   if (only_keys (a, what, k == ACT_ADD ? add_keys :
                  k == ACT_MERGE ? merge_keys : plain_keys, err) == -1 ||
-      get_name (a, what, "bitmap", true, &out->bitmap, err) == -1)
+      get_string (a, what, "bitmap", true, &out->bitmap, err) == -1)
     return -1;
   if (k == ACT_MERGE &&
-      (get_name (a, what, "source", true, &out->source, err) == -1 ||
+      (get_string (a, what, "source", true, &out->source, err) == -1 ||
        get_string (a, what, "file", false, &out->file, err) == -1))
     return -1;
   if (k == ACT_ADD && json_object_object_get_ex (a, "granularity", &g) &&

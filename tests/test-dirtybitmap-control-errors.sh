@@ -71,6 +71,13 @@ cases = [
     (b'{"execute": "transaction", "arguments": {"actions": '
      b'[{"action": "add", "bitmap": "a\\u0000b"}]}}', G,
      "contains a NUL character"),
+    (('{"execute": "transaction", "arguments": {"actions": '
+      '[{"action": "add", "bitmap": "%s"}]}}' % long).encode(), G,
+     'action add failed: the bitmap name "%s" must be 1 to 1023 bytes' %
+     long),
+    (b'{"execute": "transaction", "arguments": {"actions": '
+     b'[{"action": "merge", "bitmap": "b0", "source": ""}]}}', G,
+     "action merge: on bitmap b0 failed: bitmap  not found"),
     (b'{"execute": "transaction", "arguments": {"actions": '
      b'[{"action": "add", "bitmap": "b5", "source": "b0"}]}}', G,
      "transaction: action 0: unknown argument 'source'"),
