@@ -18,6 +18,17 @@ ctl="$top/ctl.sock"
 edit="$abs_top_srcdir/tests/bmfile-edit.py"
 truncate -s $size disk.img
 
+# A file that no client has sized yet: the same "unknown" size.
+start_nbdkit -P "$top/pidu" -U "$top/nbdu.sock" --filter="$FILTER" \
+             file disk.img bitmap-file="$top/unsized.bitmaps" \
+             bitmap=u0 action=add control="$top/ctlu.sock"
+dirtybitmap info --control "$top/ctlu.sock" > unsized.live
+kill_nbdkit "$(cat pidu)"
+dirtybitmap info "$top/unsized.bitmaps" > unsized.offline
+sed -i 's/^state: .*/state: (normalized)/' unsized.live unsized.offline
+diff -u unsized.offline unsized.live
+grep -Fx "disk size: unknown (no client has connected yet)" unsized.live
+
 # The starting file: b0 with dirty bits, and "bad", inconsistent.
 dirtybitmap bitmap --add -g 4K --size $size "$bm" b0
 dirtybitmap bitmap --add "$bm" bad
@@ -102,11 +113,14 @@ run offline offline
 
 diff -ur offline live
 # Not a vacuous comparison: the steps succeed and fail as they should.
-cat offline/*.status | tr -d '\n' > statuses
+for (( i = 0; i < ${#steps[@]}; ++i )); do
+    cat offline/$i.status
+done | tr -d '\n' > statuses
 echo >> statuses
 expect statuses <<'EOF2'
-01100011011001111111101000
+01100010101000111111101111011000
 EOF2
 grep -F "dirtybitmap: action add on bitmap b1 failed: bitmap b1 already exists" live/1.err
+grep -F "dirtybitmap: action merge:s0 on bitmap b1 failed: bitmap s0 in big.bitmaps covers a disk of 2097152 bytes" live/14.err
 grep -F "bitmap bad is inconsistent" live/18.err
-grep -F '"name": "b1"' live/25.json
+grep -F '"name": "b1"' live/31.json
