@@ -32,6 +32,19 @@ cases = [
     (b'{"execute": "query",}', G, "invalid JSON"),
     (b'{"execute": "qu\xffery"}', G, "invalid JSON"),
     (b"{'execute': 'query'}", G, "invalid JSON"),
+    # Not UTF-8 (overlong forms, a surrogate, beyond U+10FFFF), though
+    # json-c lets them through: refused, and never echoed.
+    (b'{"execute": "query", "id": "\xf0\x8f\x98\x80"}', G,
+     "invalid JSON: invalid utf-8 string"),
+    (b'{"execute": "query", "id": "\xc0\xaf"}', G,
+     "invalid JSON: invalid utf-8 string"),
+    (b'{"execute": "query", "id": ["\xe0\x80\xaf"]}', G,
+     "invalid JSON: invalid utf-8 string"),
+    (b'{"execute": "query", "id": "\xed\xa0\x80"}', G,
+     "invalid JSON: invalid utf-8 string"),
+    (b'{"execute": "transaction", "arguments": {"actions": '
+     b'[{"action": "add", "bitmap": "\xf4\x90\x80\x80"}]}}', G,
+     "invalid JSON: invalid utf-8 string"),
     (b'[{"execute": "query"}]', G, "a request must be a JSON object"),
     (b'"query"', G, "a request must be a JSON object"),
     (b'{"execute": "nope"}', "CommandNotFound",
@@ -128,7 +141,7 @@ def call(line):
     s.sendall(line + b"\n")
     r = f.readline()
     assert r.endswith(b"\n"), r
-    return json.loads(r)
+    return json.loads(r.decode("utf-8", "strict"))
 
 def state():
     q = call(b'{"execute": "query"}')
