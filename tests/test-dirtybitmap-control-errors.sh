@@ -154,8 +154,8 @@ for i, (line, cls, text) in enumerate(cases):
     # An id in every request that is JSON (it cannot be echoed from
     # text that does not parse).
     try:
-        json.loads(line)
-    except ValueError:
+        json.loads(line.decode("utf-8", "strict"))
+    except ValueError:          # UnicodeDecodeError is one
         rid = None
     if rid is not None and line.startswith(b'{"execute"'):
         line = b'{"id": ' + rid.encode() + b", " + line[1:]
