@@ -6,7 +6,8 @@
  * before anything runs: the command, every argument's name and type,
  * and the shape of each action of a transaction, so that a request
  * that is wrong in any part changes nothing.  The JSON text must be
- * strict and valid UTF-8 (json-c's tokener checks both).
+ * strict (json-c's tokener checks) and valid UTF-8 (utf8_valid, which
+ * is stricter than json-c).
  */
 
 #include <config.h>
@@ -235,6 +236,11 @@ proto_parse (const char *line, size_t len, struct proto_request *req,
   if (len > PROTO_MAX_LINE)
     return fail (err, "GenericError", "request longer than %d bytes",
                  PROTO_MAX_LINE);
+  /* json-c's check lets overlong forms, surrogates and code points
+   * beyond U+10FFFF through: the id would carry them into the reply.
+   */
+  if (!utf8_valid (line, len))
+    return fail (err, "GenericError", "invalid JSON: invalid utf-8 string");
   tok = json_tokener_new ();
   if (tok == NULL)
     return fail (err, "GenericError", "out of memory");

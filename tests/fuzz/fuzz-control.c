@@ -84,20 +84,6 @@ cmd_name (enum proto_cmd cmd)
   return "?";
 }
 
-/* Whether s is valid UTF-8: utf8_valid_copy changes nothing. */
-static bool
-valid_utf8 (const char *s)
-{
-  char *copy = utf8_valid_copy (s);
-  bool r;
-
-  if (copy == NULL)
-    die ("out of memory", NULL);
-  r = strcmp (copy, s) == 0;
-  free (copy);
-  return r;
-}
-
 /* A string of a request: inside the line's length, no NUL (the
  * strlen is what the code uses); a name also 1 to 1023 bytes.
  */
@@ -246,7 +232,7 @@ parse_reply (const char *reply, json_object *id, const char *top)
   n = strlen (reply);
   if (memchr (reply, '\n', n))
     die ("a newline in a reply", reply);
-  if (!valid_utf8 (reply))
+  if (!utf8_valid (reply, n))
     die ("a reply that is not valid UTF-8", reply);
   tok = json_tokener_new ();
   json_tokener_set_flags (tok, JSON_TOKENER_STRICT |
