@@ -36,7 +36,10 @@ def refused(send):
             pass                # it may have closed already
     data = b""
     while True:
-        d = s.recv(65536)
+        try:
+            d = s.recv(65536)
+        except ConnectionResetError:
+            break               # closed with what we sent unread
         if not d:
             break
         data += d
