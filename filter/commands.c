@@ -35,6 +35,10 @@ void
 commands_init (int (*fn) (struct bmerr *err))
 {
   flush_plugin = fn;
+  /* From here on, errors of actions go to control clients, who do
+   * not use action=: they read as those of dirtybitmap bitmap.
+   */
+  bmf_remove_hint = NULL;
 }
 
 static const char *
@@ -154,14 +158,10 @@ transaction (const struct proto_request *req, struct bmerr *err)
                               : BMF_DEFAULT_GBITS,
     };
     if (p->file && !store_is_bitmap_file (p->file)) {
+      /* Its error names the file, as dirtybitmap bitmap -b does. */
       files[i] = bmf_open (p->file, BMF_LOCK_SHARED, err);
-      if (files[i] == NULL) {
-        char buf[BMF_MAX_NAME + 16];
-        bmerr_prefix (err, "action %s on bitmap %s failed",
-                      act_to_string (&acts[i], buf, sizeof buf),
-                      p->bitmap);
+      if (files[i] == NULL)
         goto out;
-      }
       acts[i].src_file = files[i];
     }
   }

@@ -109,23 +109,28 @@ dirtybitmap_get_ready (int thread_model)
   struct bmerr err;
   char *dir;
 
-  if (store_open (&cfg) == -1)
+  /* The socket first: a start refused for it must leave the bitmap
+   * file as it was, actions unapplied.
+   */
+  if (params.control_path &&
+      control_open (params.control_path, &err) == -1) {
+    nbdkit_error ("dirtybitmap: %s", err.msg);
     return -1;
+  }
+  if (store_open (&cfg) == -1) {
+    control_close ();
+    return -1;
+  }
   /* Scratch stores go next to the bitmap file unless told otherwise. */
   dir = strdup (params.bitmap_file);
   if (dir == NULL) {
     nbdkit_error ("dirtybitmap: strdup: %m");
     store_close ();
+    control_close ();
     return -1;
   }
   backup_init (params.export_name, dirname (dir));
   free (dir);
-  if (params.control_path &&
-      control_open (params.control_path, &err) == -1) {
-    nbdkit_error ("dirtybitmap: %s", err.msg);
-    store_close ();
-    return -1;
-  }
   return 0;
 }
 

@@ -6,7 +6,8 @@
  * before anything runs: the command, every argument's name and type,
  * and the shape of each action of a transaction, so that a request
  * that is wrong in any part changes nothing.  The JSON text must be
- * strict and valid UTF-8 (json-c's tokener checks both).
+ * strict (json-c's tokener checks) and valid UTF-8 (utf8_valid, which
+ * is stricter than json-c).
  */
 
 #include <config.h>
@@ -151,12 +152,15 @@ parse_action (json_object *a, size_t i, struct proto_action *out,
     return fail (err, "GenericError", "%s: unknown action '%s' (expected "
                  "add, remove, clear, enable, disable or merge)", what, kind);
   out->kind = k;
+  /* The names' lengths are checked by the actions (act_begin), before
+   * anything is done, in the words of dirtybitmap bitmap offline.
+   */
   if (only_keys (a, what, k == ACT_ADD ? add_keys :
                  k == ACT_MERGE ? merge_keys : plain_keys, err) == -1 ||
-      get_name (a, what, "bitmap", true, &out->bitmap, err) == -1)
+      get_string (a, what, "bitmap", true, &out->bitmap, err) == -1)
     return -1;
   if (k == ACT_MERGE &&
-      (get_name (a, what, "source", true, &out->source, err) == -1 ||
+      (get_string (a, what, "source", true, &out->source, err) == -1 ||
        get_path (a, what, "file", &out->file, err) == -1))
     return -1;
   if (k == ACT_ADD && json_object_object_get_ex (a, "granularity", &g) &&
@@ -261,6 +265,11 @@ proto_parse (const char *line, size_t len, struct proto_request *req,
   if (len > PROTO_MAX_LINE)
     return fail (err, "GenericError", "request longer than %d bytes",
                  PROTO_MAX_LINE);
+  /* json-c's check lets overlong forms, surrogates and code points
+   * beyond U+10FFFF through: the id would carry them into the reply.
+   */
+  if (!utf8_valid (line, len))
+    return fail (err, "GenericError", "invalid JSON: invalid utf-8 string");
   tok = json_tokener_new ();
   if (tok == NULL)
     return fail (err, "GenericError", "out of memory");

@@ -25,7 +25,8 @@ import sys
 # Files that need no licence line: documentation and data.
 EXEMPT = re.compile(r"""(^|/)(COPYING|AUTHORS|\.gitignore|\.gitkeep)$
                         |\.md$
-                        |^tests/fuzz/(corpus|regressions)/
+                        |^tests/fuzz/(corpus|regressions|control-corpus)/
+                        |^tests/fuzz/control-corpus\.expected$
                         |^tests/old-format/""", re.X)
 
 # In a tree without git: what counts as a source, test or script.

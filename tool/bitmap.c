@@ -220,6 +220,25 @@ open_source (struct bmf *f, const char *path, struct bmf **src)
   return 0;
 }
 
+/* The server's error, which names the -b file by the absolute path it
+ * was sent (file): print it naming the file as the user did (given),
+ * as offline.
+ */
+static void
+print_server_error (const char *error, const char *file, const char *given)
+{
+  const size_t n = file ? strlen (file) : 0;
+  const char *p;
+
+  fprintf (stderr, "%s: ", prog);
+  while (n && (p = strstr (error, file)) != NULL) {
+    fwrite (error, 1, p - error, stderr);
+    fputs (given, stderr);
+    error = p + n;
+  }
+  fprintf (stderr, "%s\n", error);
+}
+
 /* The same actions, through a running filter's control socket. */
 static int
 live (const struct opts *o, const char *bitmap)
@@ -252,16 +271,16 @@ live (const struct opts *o, const char *bitmap)
     }
     json_object_array_add (actions, j);
   }
-  free (file);
   args = json_object_new_object ();
   json_object_object_add (args, "actions", actions);
   r = control_call (o->control, control_request ("transaction", args),
                     &ret, &error);
   json_object_put (ret);
   if (r == 1) {
-    fprintf (stderr, "%s: %s\n", prog, error);
+    print_server_error (error, file, o->source_file);
     free (error);
   }
+  free (file);
   return r == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
