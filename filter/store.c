@@ -484,7 +484,7 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
                     void *opaque, bool copies_bits,
                     struct bitmap_set **retire, struct bmerr *err)
 {
-  struct bitmap_set *old, *trans, *final;
+  struct bitmap_set *old, *trans, *final, *premap;
   struct bmf_txn *t = NULL;
   uint64_t ticket;
 
@@ -497,17 +497,23 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
     bmf_txn_abort (t);
     return -1;
   }
+  /* The new regions mapped (and summarized) before the lock is taken:
+   * under it, the sets only share mappings.
+   */
+  premap = copies_bits ? NULL : set_premap (file, bmf_txn_state (t));
   if (!copies_bits)
     tracker_lock ();
   old = tracker_current ();
   trans = set_build (file, bmf_txn_state (t), old, true, VIEWS_NONE, err);
   if (trans == NULL) {
     tracker_unlock ();
+    set_premap_release (file, premap);
     bmf_txn_abort (t);
     return -1;
   }
   tracker_publish (trans);
   tracker_unlock ();
+  set_premap_release (file, premap);
 
   if (bmf_txn_commit (t, err) == -1) {
     /* trans stays: it records into the old and the new regions, so
@@ -531,11 +537,6 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
                  bmf_path (file));
     }
     tracker_lock ();
-    if (final && set_refresh (final, trans) == -1) {
-      set_free (file, final);
-      final = NULL;
-      bmerr_set (err, errno, "%s", strerror (errno));
-    }
   }
   if (final == NULL) {
     /* Committed, but the transitional set must go on serving: it is

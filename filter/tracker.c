@@ -47,6 +47,7 @@
 
 #include "coarse.h"
 #include "durability.h"
+#include "mappings.h"
 #include "shadow.h"
 #include "tracker.h"
 #include "util.h"
@@ -92,6 +93,16 @@ tracker_unlock (void)
  * Sets.
  */
 
+/* Let a member's bits go: a shared mapping, or bits of its own. */
+static void
+release (struct bmf *f, struct bits *b)
+{
+  if (b->map_base)
+    mapping_put (f, b);
+  else
+    bmf_unmap (b);
+}
+
 void
 set_free (struct bmf *f, struct bitmap_set *s)
 {
@@ -100,12 +111,8 @@ set_free (struct bmf *f, struct bitmap_set *s)
   if (s == NULL)
     return;
   for (i = 0; i < s->nr; ++i) {
-    bmf_unmap (&s->bm[i].bits);
-    bmf_unmap (&s->bm[i].shadow);
-    if (s->bm[i].reserved) {
-      bmf_unreserve (f, s->bm[i].data_offset, s->bm[i].data_length);
-      bmf_unreserve (f, s->bm[i].shadow_offset, s->bm[i].shadow_length);
-    }
+    release (f, &s->bm[i].bits);
+    release (f, &s->bm[i].shadow);
     free ((char *) s->bm[i].name);
   }
   coarse_free_views (s);
@@ -116,48 +123,6 @@ set_free (struct bmf *f, struct bitmap_set *s)
   free (s->bm);
   free (s->recording);
   free (s);
-}
-
-/* The member of s that maps the same region as lb, or NULL. */
-static const struct live_bitmap *
-same_region (const struct bitmap_set *s, const struct live_bitmap *lb)
-{
-  size_t i;
-
-  for (i = 0; s && i < s->nr; ++i)
-    if (s->bm[i].data_offset == lb->data_offset &&
-        s->bm[i].data_length == lb->data_length &&
-        s->bm[i].bits.nr_bits == lb->bits.nr_bits &&
-        s->bm[i].bits.summary)
-      return &s->bm[i];
-  return NULL;
-}
-
-/* lb's summary: copied from cur's member of the same region, or built
- * from the bits.
- */
-static int
-summarize (struct live_bitmap *lb, const struct bitmap_set *cur)
-{
-  const struct live_bitmap *like;
-
-  if (lb->bits.words == NULL)
-    return 0;
-  like = same_region (cur, lb);
-  if (like)
-    return bits_copy_summary (&lb->bits, &like->bits);
-  return bits_build_summary (&lb->bits);
-}
-
-int
-set_refresh (struct bitmap_set *s, const struct bitmap_set *cur)
-{
-  size_t i;
-
-  for (i = 0; i < s->nr; ++i)
-    if (summarize (&s->bm[i], cur) == -1)
-      return -1;
-  return 0;
 }
 
 const struct live_bitmap *
@@ -256,49 +221,90 @@ kept (const struct bmf_state *st, const struct live_bitmap *lb)
   return false;
 }
 
-/* Map a recording bitmap's shadow, if st has shadows. */
+/* Map a region of the file into bits, sharing the mapping with the
+ * sets that map it already: map it (with map) only if none does, and
+ * then build its summary and reserve its space.
+ */
 static int
-map_shadow (struct bmf *f, const struct bmf_state *st,
-            const struct bmf_bitmap *b, struct live_bitmap *lb,
-            struct bmerr *err)
+share (struct bmf *f, uint64_t offset, uint64_t length, bool writable,
+       bool summary, struct bits *out, int (*map) (void *), void *opaque,
+       struct bmerr *err)
 {
-  if (!st->has_shadows)
+  uint64_t nr_bits = out->nr_bits;
+
+  if (length == 0 || mapping_find (offset, length, writable, out))
     return 0;
-  lb->sgbits = bmf_shadow_gbits (st, b);
-  lb->shadow_offset = b->shadow_offset;
-  lb->shadow_length = b->shadow_length;
-  return bmf_map_shadow (f, st, b, &lb->shadow, err);
+  if (map (opaque) == -1)
+    return -1;
+  out->nr_bits = nr_bits ? nr_bits : out->nr_bits;
+  if ((summary && out->words && bits_build_summary (out) == -1) ||
+      bmf_reserve (f, offset, length) == -1 ||
+      mapping_add (offset, length, writable, out) == -1) {
+    bmerr_set (err, errno, "%s: %s", bmf_path (f), strerror (errno));
+    bmf_unreserve (f, offset, length);
+    bmf_unmap (out);
+    return -1;
+  }
+  return 0;
 }
 
-/* Map one bitmap into lb (and, if it records, its shadow) and reserve
- * their regions.
+struct map_args {
+  struct bmf *f;
+  const struct bmf_state *st;
+  const struct bmf_bitmap *b;
+  bool writable;
+  struct bits *out;
+  struct bmerr *err;
+};
+
+static int
+map_data (void *opaque)
+{
+  struct map_args *a = opaque;
+  return bmf_map (a->f, a->st, a->b, a->writable, a->out, a->err);
+}
+
+static int
+map_shadow_region (void *opaque)
+{
+  struct map_args *a = opaque;
+  return bmf_map_shadow (a->f, a->st, a->b, a->out, a->err);
+}
+
+/* Map one bitmap into lb (and, if it records, its shadow): shared
+ * mappings, their regions reserved.
  */
 static int
 map_member (struct bmf *f, const struct bmf_state *st,
             const struct bmf_bitmap *b, bool writable,
-            const struct bitmap_set *cur, struct live_bitmap *lb,
-            struct bmerr *err)
+            struct live_bitmap *lb, struct bmerr *err)
 {
+  struct map_args a = { f, st, b, writable, &lb->bits, err };
+
   lb->gbits = b->gbits;
   lb->flags = b->flags;
   lb->recording = (b->flags & BMF_ENABLED) && !(b->flags & BMF_INCONSISTENT);
   lb->data_offset = b->data_offset;
   lb->data_length = b->data_length;
-  if (bmf_map (f, st, b, writable, &lb->bits, err) == -1)
+  memset (&lb->bits, 0, sizeof lb->bits);
+  lb->bits.nr_bits = st->sized ? bmf_nr_bits (st->disk_size, b->gbits) : 0;
+  if (share (f, b->data_offset, b->data_length, writable, true, &lb->bits,
+             map_data, &a, err) == -1)
     return -1;
-  if (writable && lb->recording && map_shadow (f, st, b, lb, err) == -1) {
-    bmf_unmap (&lb->bits);
-    return -1;
+  if (writable && lb->recording && st->has_shadows) {
+    lb->sgbits = bmf_shadow_gbits (st, b);
+    lb->shadow_offset = b->shadow_offset;
+    lb->shadow_length = b->shadow_length;
+    memset (&lb->shadow, 0, sizeof lb->shadow);
+    lb->shadow.nr_bits = st->sized ?
+      bmf_nr_bits (st->disk_size, lb->sgbits) : 0;
+    a.out = &lb->shadow;
+    if (share (f, b->shadow_offset, b->shadow_length, true, false,
+               &lb->shadow, map_shadow_region, &a, err) == -1) {
+      release (f, &lb->bits);
+      return -1;
+    }
   }
-  if (summarize (lb, cur) == -1 ||
-      bmf_reserve (f, b->data_offset, b->data_length) == -1 ||
-      bmf_reserve (f, lb->shadow_offset, lb->shadow_length) == -1) {
-    bmerr_set (err, errno, "bitmap %s: %s", b->name, strerror (errno));
-    bmf_unmap (&lb->bits);
-    bmf_unmap (&lb->shadow);
-    return -1;
-  }
-  lb->reserved = true;
   return 0;
 }
 
@@ -325,7 +331,7 @@ set_build (struct bmf *f, const struct bmf_state *st,
       goto nomem;
     s->nr++;
     s->nr_named++;
-    if (map_member (f, st, b, views != VIEWS_READONLY, cur, lb, err) == -1)
+    if (map_member (f, st, b, views != VIEWS_READONLY, lb, err) == -1)
       goto err;
     if (lb->recording && views != VIEWS_READONLY)
       s->recording[s->nr_recording++] = lb;
@@ -348,7 +354,7 @@ set_build (struct bmf *f, const struct bmf_state *st,
     if (kept (st, o))
       continue;
     s->nr++;
-    if (map_member (f, &ost, &ghost, true, cur, lb, err) == -1)
+    if (map_member (f, &ost, &ghost, true, lb, err) == -1)
       goto err;
     s->recording[s->nr_recording++] = lb;
   }
@@ -365,6 +371,23 @@ set_build (struct bmf *f, const struct bmf_state *st,
  err:
   set_free (f, s);
   return NULL;
+}
+
+struct bitmap_set *
+set_premap (struct bmf *f, const struct bmf_state *st)
+{
+  struct bmerr err;
+
+  /* A set that maps them all is a holder of one reference each: the
+   * regions mapped already just gain one.
+   */
+  return set_build (f, st, NULL, false, VIEWS_NONE, &err);
+}
+
+void
+set_premap_release (struct bmf *f, struct bitmap_set *p)
+{
+  set_free (f, p);
 }
 
 struct bitmap_set *

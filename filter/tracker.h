@@ -20,7 +20,6 @@ struct live_bitmap {
   bool recording;               /* enabled and consistent */
   uint64_t data_offset;         /* its region of the file */
   uint64_t data_length;
-  bool reserved;                /* the region is reserved for the set */
   struct bits bits;             /* mapped shared from the file */
   /* Its coarse shadow (durability=coarse, coarse.h), if the file has
    * shadows: mapped shared, its region reserved like the data's.
@@ -73,24 +72,33 @@ enum set_views {
   VIEWS_READONLY,               /* mapped read-only: nothing records */
 };
 
-/* Build a set for state st of file f: every bitmap mapped writable
- * and its region reserved.  cur is the set now current (or NULL): the
- * summary of a region it maps too is copied rather than rebuilt from
- * the bits, so the cost of a build does not grow with the size of the
- * bitmaps that stay as they are (the bits lock must be held, so that
- * nothing is set meanwhile).  With ghosts, each region that records
- * in cur but not in st is kept recording too, as a ghost: a
- * transitional set, which records both what was and what will be
+/* Build a set for state st of file f: every bitmap mapped writable,
+ * sharing the mappings (and summaries) of regions that other sets map
+ * already (mappings.h), so the cost of a build does not grow with the
+ * size of the bitmaps that stay as they are.  With ghosts, each region
+ * that records in cur but not in st is kept recording too, as a ghost:
+ * a transitional set, which records both what was and what will be
  * while a transaction commits.  In strict and coarse mode, VIEWS_LIVE
  * views hold the bits as they are: the caller makes them durable
  * before publishing the set.  VIEWS_READONLY maps the bitmaps
  * read-only, for a server that never writes (-r), and records nothing.
+ * The bits lock must be held when cur is current and records.
  */
 extern struct bitmap_set *set_build (struct bmf *f,
                                      const struct bmf_state *st,
                                      const struct bitmap_set *cur,
                                      bool ghosts, enum set_views views,
                                      struct bmerr *err);
+
+/* Map, ahead of set_build and outside the bits lock, every region of
+ * st that no set maps yet: the transaction's new regions, which no
+ * write can touch before a set that holds them is published.  Returns
+ * a holder for set_premap_release (its references), NULL if there was
+ * nothing to map or it failed (set_build then maps what is missing).
+ */
+extern struct bitmap_set *set_premap (struct bmf *f,
+                                      const struct bmf_state *st);
+extern void set_premap_release (struct bmf *f, struct bitmap_set *p);
 
 /* A set of clean bitmaps in memory, named and flagged as in like, for
  * a disk of disk_size bytes: what a read-only server makes of a file
@@ -101,12 +109,6 @@ extern struct bitmap_set *set_build_clean (const struct bitmap_set *like,
                                            uint64_t disk_size,
                                            struct bmerr *err);
 
-/* Bring the summaries of s up to date (bits lock held), from cur where
- * it maps the same regions, else from the bits: before publishing a
- * set built while cur was current, whose writes set bits that s's
- * summaries did not see.
- */
-extern int set_refresh (struct bitmap_set *s, const struct bitmap_set *cur);
 /* Unmap and free a set, and give its regions back (the caller holds
  * the file's metadata lock).
  */

@@ -53,20 +53,6 @@ bits_build_summary (struct bits *b)
   return 0;
 }
 
-int
-bits_copy_summary (struct bits *b, const struct bits *from)
-{
-  uint64_t i, n = MAX (summary_words (b->nr_bits), 1);
-
-  free (b->summary);
-  b->summary = malloc (n * sizeof (uint64_t));
-  if (b->summary == NULL)
-    return -1;
-  for (i = 0; i < n; ++i)
-    b->summary[i] = __atomic_load_n (&from->summary[i], __ATOMIC_ACQUIRE);
-  return 0;
-}
-
 void
 bits_free_summary (struct bits *b)
 {

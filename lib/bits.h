@@ -33,10 +33,6 @@ bits_nr_words (uint64_t nr_bits)
 
 /* Build (or rebuild) the summary by scanning every word. */
 extern int bits_build_summary (struct bits *b);
-/* The summary of from (of the same bits: the same region mapped
- * again), copied.
- */
-extern int bits_copy_summary (struct bits *b, const struct bits *from);
 extern void bits_free_summary (struct bits *b);
 
 /* True if every bit in [first, last] is set.  Lock-free. */
