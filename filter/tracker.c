@@ -464,6 +464,24 @@ all_dirty (const struct bitmap_set *s, uint64_t offset, uint32_t count)
   return true;
 }
 
+/* Take, before bits_lock, the page faults that setting the bits may
+ * cause: the pages of a region just added, or written back by a sync.
+ * (The set may be replaced meanwhile: the new one shares most
+ * regions, and a fault missed costs only time.)
+ */
+static void
+prefault (struct bitmap_set *s, uint64_t offset, uint32_t count)
+{
+  uint64_t first, last;
+  size_t i;
+
+  for (i = 0; i < s->nr_recording; ++i) {
+    struct live_bitmap *lb = s->recording[i];
+    if (range_of (&lb->bits, lb->gbits, offset, count, &first, &last))
+      bits_prefault (&lb->bits, first, last);
+  }
+}
+
 /* Set the bits in every recording bitmap of s (bits_lock held). */
 static void
 set_bits_locked (struct bitmap_set *s, uint64_t offset, uint32_t count,
@@ -534,6 +552,7 @@ tracker_track (uint64_t offset, uint32_t count, bool fua, int *err)
     goto fail;
   }
 
+  prefault (s, offset, count);
   pthread_mutex_lock (&bits_lock);
   s = current;
   ticket = dur_take_ticket ();

@@ -65,6 +65,22 @@ bits_test (const struct bits *b, uint64_t i)
  */
 extern bool bits_set_range (struct bits *b, uint64_t first, uint64_t last);
 
+/* Touch, for writing, each page of words that holds a bit of [first,
+ * last], changing nothing: the page faults (a page not yet in memory,
+ * or write-protected while being written back) are taken here, so
+ * that the caller does not take them later while holding a lock.
+ * Safe without the writers' lock.
+ */
+static inline void
+bits_prefault (struct bits *b, uint64_t first, uint64_t last)
+{
+  uint64_t w, end = last / 64;
+
+  for (w = first / 64; w < end; w += 4096 / sizeof *b->words)
+    __atomic_fetch_or (&b->words[w], 0, __ATOMIC_RELAXED);
+  __atomic_fetch_or (&b->words[end], 0, __ATOMIC_RELAXED);
+}
+
 /* The first set (clear) bit in [from, limit), or limit if none. */
 extern uint64_t bits_next_set (const struct bits *b,
                                uint64_t from, uint64_t limit);
