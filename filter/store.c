@@ -404,6 +404,9 @@ store_open (const struct store_config *cfg)
     goto err;
   }
   notices (cfg, s);
+  /* Serving: commits sync only what they change. */
+  if (!readonly)
+    bmf_set_live (file, true);
   nbdkit_debug ("dirtybitmap: %s: %zu bitmaps, %zu recording, "
                 "durability=%s%s", cfg->path, s->nr_named, s->nr_recording,
                 cfg->durability == BMF_STRICT ? "strict" :
@@ -433,6 +436,7 @@ store_close (void)
     return;
   pthread_mutex_lock (&meta_lock);
   if (!readonly) {
+    bmf_set_live (file, false);
     if (!failed && !dur_failed () && bmf_sync (file) == -1) {
       nbdkit_error ("dirtybitmap: %s: fdatasync: %m", bmf_path (file));
       failed = true;
@@ -494,6 +498,14 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
   if (apply (&t, opaque, err) == -1) {
     if (copies_bits)
       tracker_unlock ();
+    bmf_txn_abort (t);
+    return -1;
+  }
+  /* The new regions made durable before any bit is set in them (if
+   * not under the bits lock): the commit syncs only what changes
+   * (txn-sync.c).
+   */
+  if (!copies_bits && bmf_txn_sync_new (t, err) == -1) {
     bmf_txn_abort (t);
     return -1;
   }

@@ -24,6 +24,7 @@ struct bmf {
   bool rebooted;                /* ... by another boot of the machine */
   struct bmf_region *reserved;  /* never reused by this process */
   size_t nr_reserved;
+  bool live;                    /* bmf_set_live */
 };
 
 /* Read and validate the header and directory of the open file fd:

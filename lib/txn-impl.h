@@ -19,6 +19,7 @@ struct bmf_txn {
   struct bmf_state st;
   bool dry_run;
   uint64_t orig_size;           /* file size at begin, for abort */
+  bool new_synced;              /* bmf_txn_sync_new done */
 };
 
 /* Find, allocate and zero length bytes of space that nothing in use
@@ -51,5 +52,11 @@ extern int txs_coarsen (struct bmf_txn *t, struct bmf_bitmap *bm,
  */
 extern int txs_write_table (struct bmf_txn *t, uint32_t *crc,
                             struct bmerr *err);
+
+/* The commit's syncs (txn-sync.c): before the header, what the new
+ * header refers to; after it, the header in slot.
+ */
+extern int txn_sync_before_header (struct bmf_txn *t, struct bmerr *err);
+extern int txn_sync_header (struct bmf_txn *t, int slot);
 
 #endif /* DIRTYBITMAP_TXN_IMPL_H */

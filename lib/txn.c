@@ -4,8 +4,8 @@
  *
  * Every change is copy-on-write: a transaction writes new data
  * regions and a new directory into space that the current header does
- * not refer to, fdatasyncs, then writes the header into the other
- * slot and fdatasyncs again.  A crash before the second sync leaves
+ * not refer to, syncs (txn-sync.c), then writes the header into the
+ * other slot and syncs again.  A crash before the second sync leaves
  * the old header current (a torn slot fails its CRC), after it the
  * new one: never a mix.  Data bits themselves are set in place,
  * through a shared mapping, by the filter.
@@ -604,13 +604,11 @@ bmf_txn_commit (struct bmf_txn *t, struct bmerr *err)
     goto err;
   t->st.seq = f->st.seq + 1;
   t->st.file_length = end_of_regions (&t->st);
-  if (fdatasync (f->fd) == -1) {
-    bmerr_set (err, errno, "%s: fdatasync: %s", f->path, strerror (errno));
+  if (txn_sync_before_header (t, err) == -1)
     goto err;
-  }
   bmf_encode_header (&t->st, dir_crc, shadow_crc, hdr);
   if (pwrite (f->fd, hdr, sizeof hdr, (off_t) slot * BMF_HEADER_SLOT)
-      != sizeof hdr || fdatasync (f->fd) == -1) {
+      != sizeof hdr || txn_sync_header (t, slot) == -1) {
     /* The new header may be on disk, and a later commit goes to the
      * same slot: until one succeeds, this header may be the current
      * one after a crash.  Keep every byte it refers to: no truncation

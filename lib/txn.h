@@ -59,6 +59,18 @@ extern void bmf_txn_set_open (struct bmf_txn *t, bool open,
 extern void bmf_txn_set_disk_id (struct bmf_txn *t,
                                  const struct bmf_disk_id *id);
 
+/* The file is served, and writers set bits in it (txn-sync.c): from
+ * now on commits sync only what the new header needs that may not be
+ * on stable storage yet, not the whole file.  Not while a commit must
+ * make every bit durable (at startup and at close).
+ */
+extern void bmf_set_live (struct bmf *f, bool live);
+/* With bmf_set_live: sync the new bitmap regions now, before
+ * anything sets bits in them; the commit then skips them.  t must not
+ * change afterwards.
+ */
+extern int bmf_txn_sync_new (struct bmf_txn *t, struct bmerr *err);
+
 /* Commit and free t.  On error the file keeps its previous state. */
 extern int bmf_txn_commit (struct bmf_txn *t, struct bmerr *err);
 extern void bmf_txn_abort (struct bmf_txn *t);

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # coarse-strace-events.py: the log of strace -f -y as lines "sync
-# bitmaps", "sync disk" (an fdatasync, when it returned) and "write
-# disk OFFSET" (a pwrite, when it started).
+# bitmaps", "sync disk" (an fdatasync, when it returned), "sync range"
+# (an msync: only the bitmap file is synced so) and "write disk
+# OFFSET" (a pwrite, when it started).
 import re, sys
 pending = {}
 def name(path):
@@ -21,6 +22,10 @@ for line in open(sys.argv[1]):
         continue
     if re.match(r"<\.\.\. fdatasync resumed>\)\s*= 0", rest):
         print("sync", name(pending.pop(pid)))
+        continue
+    if re.match(r"msync\(.*\)\s*= 0", rest) or \
+       re.match(r"<\.\.\. msync resumed>\)\s*= 0", rest):
+        print("sync range")
         continue
     m = re.match(r"pwrite64\(\d+<([^>]*disk\.img)>, .*, (\d+)\)", rest) or \
         re.match(r"pwrite64\(\d+<([^>]*disk\.img)>, .*, (\d+) <unfinished", rest)

@@ -19,9 +19,10 @@ dirtybitmap bitmap --disable "$bm" b1
 
 for stop in term kill; do
     dirtybitmap bitmap --add -g 4K "$bm" b0
-    # The startup commit and the open record's commit (at the first
-    # write) sync twice each: the fifth sync, the flush's, fails.
-    export LD_PRELOAD="$shim" FAIL_SYNC_AT=5
+    # The startup commit syncs twice, the open record's commit (at the
+    # first write, while serving) only its header: the fourth sync,
+    # the flush's, fails.
+    export LD_PRELOAD="$shim" FAIL_SYNC_AT=4
     start_nbdkit_child -P "$PWD/pid-$stop" -U "$PWD/sock-$stop" \
                        --filter="$FILTER" file disk.img bitmap=b0 \
                        2> "nbdkit-$stop.err"
@@ -62,8 +63,8 @@ done
 # not silently short of bits.
 rm -f "$bm"
 dirtybitmap bitmap --add -g 4K --size 1M "$bm" b0
-# Syncs: startup commit 1-2, open record 3-4, resize 5 (data) and 6
-# (after the header write).
+# Syncs: startup commit 1-2, open record 3 (its header), resize 4 (the
+# new directory), 5 (the new data) and 6 (the header).
 export LD_PRELOAD="$shim" FAIL_SYNC_AT=6
 start_nbdkit_child -P "$PWD/pid-grow" -U "$PWD/sock-grow" \
                    --filter="$FILTER" file disk.img bitmap=b0 \
