@@ -220,7 +220,7 @@ commands_execute (struct session *s, const char *line, size_t len)
   int r = 0;
 
   if (proto_parse (line, len, &req, &perr) == -1) {
-    reply = proto_error_reply (req.id, perr.cls, perr.desc);
+    reply = proto_error_reply (&req, perr.cls, perr.desc);
     proto_request_free (&req);
     return reply;
   }
@@ -253,8 +253,8 @@ commands_execute (struct session *s, const char *line, size_t len)
     r = backup_end (req.name, &err);
     break;
   }
-  reply = r == 0 ? proto_reply (req.id, ret)
-    : proto_error_reply (req.id, "GenericError", err.msg);
+  reply = r == 0 ? proto_reply (&req, ret)
+    : proto_error_reply (&req, "GenericError", err.msg);
   proto_request_free (&req);
   return reply;
 }

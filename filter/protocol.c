@@ -292,7 +292,7 @@ proto_parse (const char *line, size_t len, struct proto_request *req,
                  json_tokener_error_desc (jerr));
   if (!json_object_is_type (req->root, json_type_object))
     return fail (err, "GenericError", "a request must be a JSON object");
-  json_object_object_get_ex (req->root, "id", &req->id);
+  req->has_id = json_object_object_get_ex (req->root, "id", &req->id);
   if (only_keys (req->root, "request", top_keys, err) == -1)
     return -1;
   if (get_string (req->root, "request", "execute", true, &name, err) == -1)
@@ -323,14 +323,15 @@ proto_request_free (struct proto_request *req)
 }
 
 static char *
-finish (json_object *reply, json_object *id)
+finish (json_object *reply, const struct proto_request *req)
 {
   char *s = NULL;
 
   if (reply == NULL)
     return NULL;
-  if (id)
-    json_object_object_add (reply, "id", json_object_get (id));
+  /* (An id of null is a NULL json_object, and is echoed too.) */
+  if (req && req->has_id)
+    json_object_object_add (reply, "id", json_object_get (req->id));
   s = strdup (json_object_to_json_string_ext (reply,
                                               JSON_C_TO_STRING_PLAIN |
                                               JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -339,7 +340,7 @@ finish (json_object *reply, json_object *id)
 }
 
 char *
-proto_reply (json_object *id, json_object *ret)
+proto_reply (const struct proto_request *req, json_object *ret)
 {
   json_object *reply = json_object_new_object ();
 
@@ -351,11 +352,12 @@ proto_reply (json_object *id, json_object *ret)
     return NULL;
   }
   json_object_object_add (reply, "return", ret);
-  return finish (reply, id);
+  return finish (reply, req);
 }
 
 char *
-proto_error_reply (json_object *id, const char *cls, const char *desc)
+proto_error_reply (const struct proto_request *req, const char *cls,
+                   const char *desc)
 {
   json_object *reply = json_object_new_object ();
   json_object *e = json_object_new_object ();
@@ -368,7 +370,7 @@ proto_error_reply (json_object *id, const char *cls, const char *desc)
   json_object_object_add (e, "class", json_object_new_string (cls));
   json_object_object_add (e, "desc", proto_string (desc));
   json_object_object_add (reply, "error", e);
-  return finish (reply, id);
+  return finish (reply, req);
 }
 
 json_object *

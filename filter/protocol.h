@@ -35,7 +35,8 @@ struct proto_action {
 /* The strings point into root, which the request owns. */
 struct proto_request {
   json_object *root;
-  json_object *id;              /* echoed in the reply, or NULL */
+  bool has_id;                  /* an "id" came: echoed in the reply */
+  json_object *id;              /* its value (NULL for null) */
   enum proto_cmd cmd;
   struct proto_action *actions; /* transaction */
   size_t nr_actions;
@@ -53,19 +54,21 @@ struct proto_error {
 
 /* Parse one request line (len bytes, no newline, not NUL-terminated)
  * and check its command and arguments.  On error returns -1 with err
- * set; req->id is still set when the line was an object with an "id",
+ * set; req->has_id is still set when the line was an object with an "id",
  * so that the error reply can carry it.
  */
 extern int proto_parse (const char *line, size_t len,
                         struct proto_request *req, struct proto_error *err);
 extern void proto_request_free (struct proto_request *req);
 
-/* Replies: one line of JSON (without the newline), malloced.  ret is
- * consumed (NULL: {}).
+/* Replies: one line of JSON (without the newline), malloced, with
+ * the id of req (NULL: a reply to no request).  ret is consumed (NULL:
+ * {}).
  */
-extern char *proto_reply (json_object *id, json_object *ret);
-extern char *proto_error_reply (json_object *id, const char *cls,
-                                const char *desc);
+extern char *proto_reply (const struct proto_request *req,
+                          json_object *ret);
+extern char *proto_error_reply (const struct proto_request *req,
+                                const char *cls, const char *desc);
 
 /* A JSON string of s, made valid UTF-8 (utf8.h). */
 extern json_object *proto_string (const char *s);

@@ -130,7 +130,7 @@ cases = [
       ", ".join(['{"action": "enable", "bitmap": "b0"}'] * 1025)).encode(),
      G, "transaction: 1025 actions (the limit is 1024)"),
 ]
-ids = [None, '7', '"x"', '{"a": [1, "b"]}', '[null]', '-1.5']
+ids = [None, '7', '"x"', '{"a": [1, "b"]}', '[null]', '-1.5', 'null']
 
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(10)
@@ -182,5 +182,8 @@ python3 errors.py "$ctl"
 # After all that, the same connection and a new one still work.
 python3 "$abs_top_srcdir/tests/control.py" ok "$ctl" \
         '{"execute": "transaction", "id": 1, "arguments": {"actions": [{"action": "add", "bitmap": "b2"}]}}' 1
+# An id of null is an id too: echoed.
+python3 "$abs_top_srcdir/tests/control.py" ok "$ctl" \
+        '{"execute": "transaction", "id": null, "arguments": {"actions": []}}' null
 python3 "$abs_top_srcdir/tests/control.py" query "$ctl" > query
 grep -F '"name": "b2"' query

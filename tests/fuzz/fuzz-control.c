@@ -221,7 +221,8 @@ same_string (json_object *o, const char *key, const char *s)
  * id), to free.
  */
 static json_object *
-parse_reply (const char *reply, json_object *id, const char *top)
+parse_reply (const char *reply, const struct proto_request *req,
+             const char *top)
 {
   struct json_tokener *tok;
   json_object *o, *v;
@@ -245,11 +246,12 @@ parse_reply (const char *reply, json_object *id, const char *top)
   if (!json_object_is_type (o, json_type_object))
     die ("a reply that is not an object", reply);
   if (json_object_object_get_ex (o, "id", &v)) {
-    if (id == NULL || !json_object_equal (id, v))
+    /* (json_object_equal takes two nulls as equal.) */
+    if (!req->has_id || !json_object_equal (req->id, v))
       die ("an id in the reply that the request did not have", reply);
     json_object_object_del (o, "id");
   }
-  else if (id != NULL)
+  else if (req->has_id)
     die ("the request's id is not echoed", reply);
   if (json_object_object_length (o) != 1 ||
       !json_object_object_get_ex (o, top, NULL))
@@ -264,8 +266,8 @@ check_error_reply (const struct proto_request *req,
   json_object *o, *e;
   char *reply;
 
-  reply = proto_error_reply (req->id, err->cls, err->desc);
-  o = parse_reply (reply, req->id, "error");
+  reply = proto_error_reply (req, err->cls, err->desc);
+  o = parse_reply (reply, req, "error");
   json_object_object_get_ex (o, "error", &e);
   if (!json_object_is_type (e, json_type_object) ||
       json_object_object_length (e) != 2 ||
@@ -283,8 +285,8 @@ check_reply (const struct proto_request *req)
   char *reply;
   size_t i;
 
-  reply = proto_reply (req->id, echo_request (req));
-  o = parse_reply (reply, req->id, "return");
+  reply = proto_reply (req, echo_request (req));
+  o = parse_reply (reply, req, "return");
   json_object_object_get_ex (o, "return", &r);
   if (!same_string (r, "bitmap", req->bitmap) ||
       !same_string (r, "name", req->name) ||
