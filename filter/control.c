@@ -10,9 +10,12 @@
  * run one at a time, on this thread (commands.c).
  *
  * A line longer than PROTO_MAX_LINE gets an error reply and is skipped
- * up to its newline.  A client whose unread replies pass MAX_OUT, or
- * beyond MAX_CLIENTS, is dropped.  Only peers with this process's user
- * id or root are served (SO_PEERCRED); the socket is also made 0600.
+ * up to its newline.  A client whose unread replies pass MAX_OUT is
+ * dropped.  A client beyond MAX_CLIENTS takes the place of the one
+ * that has been idle the longest (unless that one holds a pause), so
+ * that idle clients cannot lock the others out.  Only peers with this
+ * process's user id or root are served (SO_PEERCRED); the socket is
+ * also made 0600.
  */
 
 #include <config.h>
@@ -48,6 +51,7 @@ struct client {
   char *out;                    /* replies not yet written */
   size_t out_len, out_cap;
   struct session session;
+  uint64_t active;              /* when it last sent something */
 };
 
 static char *path;
@@ -59,6 +63,7 @@ static pthread_t thread;
 static bool running;
 static struct client *clients[MAX_CLIENTS];
 static size_t nr_clients;
+static uint64_t now;            /* a clock of client activity */
 
 /*----------------------------------------------------------------------
  * The socket.
@@ -260,8 +265,37 @@ read_client (struct client *c)
     return false;
   if (r == -1)
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+  c->active = ++now;
   c->in_len += r;
   return run_lines (c) && flush_out (c);
+}
+
+/* At MAX_CLIENTS: drop the client idle the longest that holds no
+ * pause, telling it why.  false if every one holds a pause.
+ */
+static bool
+evict_idlest (void)
+{
+  size_t i, victim = nr_clients;
+  char *line;
+
+  for (i = 0; i < nr_clients; ++i)
+    if (!clients[i]->session.paused &&
+        (victim == nr_clients || clients[i]->active < clients[victim]->active))
+      victim = i;
+  if (victim == nr_clients)
+    return false;
+  line = proto_error_reply (NULL, "GenericError", "dropped: the server has "
+                            "too many control clients and this one was "
+                            "idle the longest");
+  if (line && send (clients[victim]->fd, line, strlen (line),
+                    MSG_NOSIGNAL) > 0)
+    send (clients[victim]->fd, "\n", 1, MSG_NOSIGNAL);
+  free (line);
+  nbdkit_debug ("dirtybitmap: control: %d clients: the one idle the longest "
+                "was dropped", MAX_CLIENTS);
+  drop (victim);
+  return true;
 }
 
 static void
@@ -284,7 +318,7 @@ accept_client (void)
                                  "only this server's user or root may "
                                  "control it");
   }
-  else if (nr_clients == MAX_CLIENTS)
+  else if (nr_clients == MAX_CLIENTS && !evict_idlest ())
     refusal = proto_error_reply (NULL, "GenericError",
                                  "too many control clients");
   if (refusal) {
@@ -301,6 +335,7 @@ accept_client (void)
     return;
   }
   c->fd = fd;
+  c->active = ++now;
   clients[nr_clients++] = c;
 }
 
