@@ -166,6 +166,33 @@ parse (int argc, char *argv[], struct opts *o)
   return 0;
 }
 
+/* What opening the file found after the machine stopped under a
+ * server, and what this command will keep in the file with its
+ * commit: said, since a bitmap must not lose trust (or gain dirty
+ * bytes) silently.
+ */
+static void
+crash_notices (struct bmf *f)
+{
+  const struct bmf_state *st = bmf_state (f);
+  size_t i;
+
+  if (!bmf_rebooted (f))
+    return;
+  for (i = 0; i < st->nr_bitmaps; ++i) {
+    const struct bmf_bitmap *b = &st->bitmaps[i];
+    if (b->recovery != BMF_NOT_RECOVERED)
+      fprintf (stderr, "%s: %s: the machine stopped while "
+               "durability=coarse was recording: bitmap %s: %" PRIu64
+               " bytes are dirty because of it (from its coarse shadow)\n",
+               prog, bmf_path (f), b->name, b->recovered);
+    else if (b->flags & BMF_INCONSISTENT)
+      fprintf (stderr, "%s: %s: bitmap %s is inconsistent: %s; remove it "
+               "and take a full backup\n", prog, bmf_path (f), b->name,
+               bmf_inconsistent_reason (f));
+  }
+}
+
 /* Open FILE for writing, or create it (privately, until it is
  * complete) when --size says so and it does not exist.
  */
@@ -308,6 +335,7 @@ do_bitmap (int argc, char *argv[])
   f = open_target (path, o.size);
   if (f == NULL)
     goto out;
+  crash_notices (f);
   if (o.source_file && open_source (f, o.source_file, &src) == -1)
     goto out;
   for (i = 0; i < o.n; ++i) {
