@@ -13,11 +13,14 @@
  * cut through the writes:
  *
  *   1. check and apply the actions to a transaction (under the bits
- *      lock too if bits are copied: merges, resizes), then under both
- *      locks build the transitional set, which records into both the
- *      old and the new regions (tracker.c, ghosts), and publish it:
- *      the cut;
- *   2. commit the file (two fdatasyncs), writes going on;
+ *      lock too if bits are copied: merges, resizes; otherwise its new
+ *      regions are synced and mapped first, outside the locks), then
+ *      under both locks build the transitional set, which records into
+ *      both the old and the new regions (tracker.c, ghosts), and
+ *      publish it: the cut;
+ *   2. commit the file, writes going on: the bits of the bitmaps that
+ *      stop recording and the new regions are synced, then the header
+ *      (txn-sync.c: not the bitmaps that go on recording);
  *   3. build the final set and publish it (in strict mode, once the
  *      bits in its views are durable);
  *   4. wait for a grace period: every request that may still use the
