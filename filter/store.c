@@ -518,55 +518,68 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
   premap = copies_bits ? NULL : set_premap (file, bmf_txn_state (t));
   if (!copies_bits)
     tracker_lock ();
+  /* Both sets are built before the cut, so that the transaction
+   * fails whole if one cannot be.  The final set's views are of the
+   * bits now; bits set later through the transitional set are missing
+   * from them, which only sends those writes down the slow path.
+   */
   old = tracker_current ();
   trans = set_build (file, bmf_txn_state (t), old, true, VIEWS_NONE, err);
-  if (trans == NULL) {
+  final = trans ? set_build (file, bmf_txn_state (t), trans, false,
+                             VIEWS_LIVE, err) : NULL;
+  if (final == NULL) {
     tracker_unlock ();
+    set_free (file, trans);
     set_premap_release (file, premap);
     bmf_txn_abort (t);
     return -1;
   }
+  ticket = dur_requested ();
   tracker_publish (trans);
   tracker_unlock ();
   set_premap_release (file, premap);
 
-  if (bmf_txn_commit (t, err) == -1) {
-    /* trans stays: it records into the old and the new regions, so
-     * whichever header a crash leaves current has every bit.
-     */
-    retire[0] = old;
-    condemn_locked ("a commit of the bitmap file failed");
-    return -1;
+  /* In strict and coarse mode the final set's views must hold only
+   * bits on stable storage.  Then the file: everything but the header,
+   * writes going on.
+   */
+  if (dur_mode () != BMF_FLUSH && dur_sync_to (ticket) == -1) {
+    bmerr_set (err, EIO, "%s: the bitmaps cannot be made durable",
+               bmf_path (file));
+    goto failed;
   }
-
+  if (bmf_txn_prepare (t, err) == -1)
+    goto failed;
+  /* The header, while no bit is set: the bitmaps that stop recording
+   * get their last bits from the transitional set until the final one
+   * is published, and those must be on stable storage before the
+   * header can be (bmf_txn_finish syncs them again first).  The final
+   * set takes over only once the header is durable: until then a
+   * crash may leave the old header current, whose bitmaps need every
+   * bit.
+   */
   tracker_lock ();
-  final = set_build (file, bmf_state (file), trans, false, VIEWS_LIVE, err);
-  if (final && dur_mode () != BMF_FLUSH) {
-    /* Its views must hold only bits on stable storage. */
-    ticket = dur_requested ();
+  if (bmf_txn_finish (t, err) == -1) {
+    t = NULL;                   /* freed */
     tracker_unlock ();
-    if (dur_sync_to (ticket) == -1) {
-      set_free (file, final);
-      final = NULL;
-      bmerr_set (err, EIO, "%s: the bitmaps cannot be made durable",
-                 bmf_path (file));
-    }
-    tracker_lock ();
-  }
-  if (final == NULL) {
-    /* Committed, but the transitional set must go on serving: it is
-     * correct, only slower.
-     */
-    tracker_unlock ();
-    retire[0] = old;
-    nbdkit_error ("dirtybitmap: %s", err->msg);
-    return 0;
+    goto failed;
   }
   tracker_publish (final);
   tracker_unlock ();
   retire[0] = old;
   retire[1] = trans;
   return 0;
+
+ failed:
+  /* trans stays: it records into the old and the new regions, so
+   * whichever header a crash leaves current has every bit (abort keeps
+   * the regions that are mapped).
+   */
+  bmf_txn_abort (t);
+  set_free (file, final);
+  retire[0] = old;
+  condemn_locked ("a commit of the bitmap file failed");
+  return -1;
 }
 
 /* Step 4: once no request can use them, free the retired sets. */

@@ -237,15 +237,25 @@ share (struct bmf *f, uint64_t offset, uint64_t length, bool writable,
   if (map (opaque) == -1)
     return -1;
   out->nr_bits = nr_bits ? nr_bits : out->nr_bits;
-  if ((summary && out->words && bits_build_summary (out) == -1) ||
-      bmf_reserve (f, offset, length) == -1 ||
-      mapping_add (offset, length, writable, out) == -1) {
-    bmerr_set (err, errno, "%s: %s", bmf_path (f), strerror (errno));
+  if (summary && out->words && bits_build_summary (out) == -1)
+    goto nomem;
+  /* Bits of its own (a read-only server's copy, rebuilt from a coarse
+   * shadow) are not the file's pages: not shared.
+   */
+  if (out->map_base == NULL)
+    return 0;
+  if (bmf_reserve (f, offset, length) == -1)
+    goto nomem;
+  if (mapping_add (offset, length, writable, out) == -1) {
     bmf_unreserve (f, offset, length);
-    bmf_unmap (out);
-    return -1;
+    goto nomem;
   }
   return 0;
+
+ nomem:
+  bmerr_set (err, errno, "%s: %s", bmf_path (f), strerror (errno));
+  bmf_unmap (out);
+  return -1;
 }
 
 struct map_args {

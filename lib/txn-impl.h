@@ -20,6 +20,8 @@ struct bmf_txn {
   bool dry_run;
   uint64_t orig_size;           /* file size at begin, for abort */
   bool new_synced;              /* bmf_txn_sync_new done */
+  bool prepared;                /* bmf_txn_prepare done: hdr is the header */
+  unsigned char hdr[BMF_HEADER_SLOT];
 };
 
 /* Find, allocate and zero length bytes of space that nothing in use
@@ -58,5 +60,7 @@ extern int txs_write_table (struct bmf_txn *t, uint32_t *crc,
  */
 extern int txn_sync_before_header (struct bmf_txn *t, struct bmerr *err);
 extern int txn_sync_header (struct bmf_txn *t, int slot);
+/* Again, just before the header: the bitmaps that stop recording. */
+extern int txn_sync_stopped (struct bmf_txn *t, struct bmerr *err);
 
 #endif /* DIRTYBITMAP_TXN_IMPL_H */

@@ -16,7 +16,13 @@
  *     were set in the page cache, and from now on they must survive a
  *     power loss (a bitmap that is not recording stays consistent);
  *
- * and, after the header, the header.  New regions can be synced early
+ * and, after the header, the header.  Writers go on setting bits,
+ * and the bitmaps that stop recording go on receiving them until the
+ * transaction takes effect, so their regions are synced twice: first
+ * with the rest (bmf_txn_prepare, most of the write-back), then just
+ * before the header (bmf_txn_finish), while the caller lets no bit be
+ * set, so that the header can never be on stable storage before a bit
+ * of theirs.  New regions can be synced early
  * (bmf_txn_sync_new), before the writers set bits in them: then only
  * their allocation is written.  Each region is synced with msync
  * (a ranged fdatasync: its pages, the file's metadata, and a cache
@@ -49,6 +55,19 @@ static bool
 recording (const struct bmf_bitmap *b)
 {
   return (b->flags & BMF_ENABLED) && !(b->flags & BMF_INCONSISTENT);
+}
+
+/* b stops recording with this commit (was: as committed), and it must
+ * be consistent: its bits must be durable before the header.  (One
+ * marked inconsistent is not trusted anyway, and is marked when the
+ * disk may be failing: syncing it first would only put the mark at
+ * risk.)
+ */
+static bool
+stops (const struct bmf_bitmap *was, const struct bmf_bitmap *b)
+{
+  return recording (was) && !recording (b) &&
+    !(b->flags & BMF_INCONSISTENT);
 }
 
 /* The committed bitmap whose data is the region at offset, or NULL. */
@@ -144,6 +163,7 @@ sync_all (struct bmf *f, struct to_sync *ts)
   for (i = 0; r == 0 && i < ts->n; ++i)
     r = sync_range (f, ts->r[i].offset, ts->r[i].length);
   free (ts->r);
+  ts->r = NULL;                 /* (callers free it on any error) */
   return r;
 }
 
@@ -161,7 +181,7 @@ add_bitmaps (struct bmf_txn *t, struct to_sync *ts, bool new_only)
     const struct bmf_bitmap *was = committed_at (&t->f->st, b->data_offset);
 
     if (was && was->data_length == b->data_length) {
-      if (!new_only && recording (was) && !recording (b) &&
+      if (!new_only && stops (was, b) &&
           add (ts, b->data_offset, b->data_length) == -1)
         return -1;
     }
@@ -182,6 +202,7 @@ bmf_txn_sync_new (struct bmf_txn *t, struct bmerr *err)
   if (!t->f->live || t->dry_run)
     return 0;
   if (add_bitmaps (t, &ts, true) == -1 || sync_all (t->f, &ts) == -1) {
+    free (ts.r);
     bmerr_set (err, errno, "%s: fdatasync: %s", t->f->path, strerror (errno));
     return -1;
   }
@@ -205,11 +226,38 @@ txn_sync_before_header (struct bmf_txn *t, struct bmerr *err)
        add_new (t, &ts, st->shadow_table_offset,
                 st->shadow_table_length) == -1) ||
       add_bitmaps (t, &ts, false) == -1 ||
-      sync_all (t->f, &ts) == -1)
+      sync_all (t->f, &ts) == -1) {
+    free (ts.r);
     goto err;
+  }
   return 0;
 
  err:
+  bmerr_set (err, errno, "%s: fdatasync: %s", t->f->path, strerror (errno));
+  return -1;
+}
+
+int
+txn_sync_stopped (struct bmf_txn *t, struct bmerr *err)
+{
+  const struct bmf_state *st = &t->st;
+  struct to_sync ts = { 0 };
+  size_t i;
+
+  if (!t->f->live)
+    return 0;
+  for (i = 0; i < st->nr_bitmaps; ++i) {
+    const struct bmf_bitmap *b = &st->bitmaps[i];
+    const struct bmf_bitmap *was = committed_at (&t->f->st, b->data_offset);
+
+    if (was && was->data_length == b->data_length && stops (was, b) &&
+        add (&ts, b->data_offset, b->data_length) == -1)
+      goto err;
+  }
+  if (sync_all (t->f, &ts) == 0)
+    return 0;
+ err:
+  free (ts.r);
   bmerr_set (err, errno, "%s: fdatasync: %s", t->f->path, strerror (errno));
   return -1;
 }

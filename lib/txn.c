@@ -76,13 +76,22 @@ void
 bmf_txn_abort (struct bmf_txn *t)
 {
   struct stat sb;
+  uint64_t end;
+  size_t i;
 
   if (t == NULL)
     return;
-  /* Space appended for new regions goes again. */
+  /* Space appended for new regions goes again, but not what this
+   * process still maps (reserved): a server's sets may map the new
+   * regions already, and touching a page past the end of the file
+   * would kill it (SIGBUS).
+   */
+  end = t->orig_size;
+  for (i = 0; i < t->f->nr_reserved; ++i)
+    end = MAX (end, t->f->reserved[i].offset + t->f->reserved[i].length);
   if (!t->dry_run && fstat (t->f->fd, &sb) == 0 &&
-      (uint64_t) sb.st_size > t->orig_size &&
-      ftruncate (t->f->fd, t->orig_size) == -1)
+      (uint64_t) sb.st_size > end &&
+      ftruncate (t->f->fd, end) == -1)
     bm_debug ("%s: ftruncate: %m", t->f->path);
   bmf_state_free (&t->st);
   free (t);
@@ -581,34 +590,52 @@ write_dir (struct bmf_txn *t, uint32_t *crc, struct bmerr *err)
 }
 
 int
-bmf_txn_commit (struct bmf_txn *t, struct bmerr *err)
+bmf_txn_prepare (struct bmf_txn *t, struct bmerr *err)
 {
   struct bmf *f = t->f;
-  unsigned char hdr[BMF_HEADER_SLOT];
   uint32_t dir_crc = 0, shadow_crc = 0;
-  uint64_t end;
-  int slot = 1 - f->slot;
-  size_t i;
 
   if (t->dry_run) {
     bmerr_set (err, EINVAL, "%s: a dry run cannot be committed", f->path);
-    goto err;
+    return -1;
   }
   if (f->st.seq >= BMF_MAX_SEQ) {
     bmerr_set (err, EOVERFLOW, "%s: the header sequence number is at its "
                "limit", f->path);
-    goto err;
+    return -1;
   }
   if (write_dir (t, &dir_crc, err) == -1 ||
       txs_write_table (t, &shadow_crc, err) == -1)
-    goto err;
+    return -1;
   t->st.seq = f->st.seq + 1;
   t->st.file_length = end_of_regions (&t->st);
   if (txn_sync_before_header (t, err) == -1)
+    return -1;
+  bmf_encode_header (&t->st, dir_crc, shadow_crc, t->hdr);
+  t->prepared = true;
+  return 0;
+}
+
+int
+bmf_txn_finish (struct bmf_txn *t, struct bmerr *err)
+{
+  struct bmf *f = t->f;
+  uint64_t end;
+  int slot = 1 - f->slot;
+  size_t i;
+
+  if (!t->prepared) {
+    bmerr_set (err, EINVAL, "%s: the transaction was not prepared",
+               f->path);
     goto err;
-  bmf_encode_header (&t->st, dir_crc, shadow_crc, hdr);
-  if (pwrite (f->fd, hdr, sizeof hdr, (off_t) slot * BMF_HEADER_SLOT)
-      != sizeof hdr || txn_sync_header (t, slot) == -1) {
+  }
+  /* Bits set since the sync of prepare in the bitmaps that stop
+   * recording (the caller sets none from now on).
+   */
+  if (txn_sync_stopped (t, err) == -1)
+    goto err;
+  if (pwrite (f->fd, t->hdr, BMF_HEADER_SLOT, (off_t) slot * BMF_HEADER_SLOT)
+      != BMF_HEADER_SLOT || txn_sync_header (t, slot) == -1) {
     /* The new header may be on disk, and a later commit goes to the
      * same slot: until one succeeds, this header may be the current
      * one after a crash.  Keep every byte it refers to: no truncation
@@ -651,4 +678,14 @@ bmf_txn_commit (struct bmf_txn *t, struct bmerr *err)
  err:
   bmf_txn_abort (t);
   return -1;
+}
+
+int
+bmf_txn_commit (struct bmf_txn *t, struct bmerr *err)
+{
+  if (bmf_txn_prepare (t, err) == -1) {
+    bmf_txn_abort (t);
+    return -1;
+  }
+  return bmf_txn_finish (t, err);
 }

@@ -73,6 +73,16 @@ extern int bmf_txn_sync_new (struct bmf_txn *t, struct bmerr *err);
 
 /* Commit and free t.  On error the file keeps its previous state. */
 extern int bmf_txn_commit (struct bmf_txn *t, struct bmerr *err);
+/* The commit in two steps, for a server whose writers set bits
+ * meanwhile: prepare writes and syncs everything but the header (on
+ * error t stays, to abort); finish syncs again the bits of the
+ * bitmaps that stop recording, then writes and syncs the header, and
+ * frees t.  Between the sync of finish and the end of the commit, the
+ * caller must set no bit in a bitmap that stops recording: otherwise
+ * the header could be on stable storage before that bit.
+ */
+extern int bmf_txn_prepare (struct bmf_txn *t, struct bmerr *err);
+extern int bmf_txn_finish (struct bmf_txn *t, struct bmerr *err);
 extern void bmf_txn_abort (struct bmf_txn *t);
 
 #endif /* DIRTYBITMAP_TXN_H */

@@ -3,7 +3,8 @@
 # What a transaction makes durable while the server runs, seen with
 # strace: a checkpoint (add b1, disable b0) syncs b0's bits (they must
 # survive a power loss from now on: a disabled bitmap stays
-# consistent) before it writes the header, and then the header; it
+# consistent) before it writes the header, twice (the second time
+# while no bit can be set), and then the header; it
 # syncs no more of the file (not the bits still being recorded) and
 # calls no fdatasync.  The bits are the right ones.
 source ./functions.sh
@@ -76,11 +77,14 @@ dir_offset=$(python3 "$edit" "$bm" get dir_offset)
 dir_length=$(python3 "$edit" "$bm" get dir_length)
 slot=$(awk '$1 == "header" { print $2 }' syncs)
 # b1's new region before the cut, then the new directory and b0's
-# bits, then the header is written and synced.  Nothing else: not the
-# bits still being recorded (b1's after the cut), and no fdatasync.
+# bits; then b0's bits again (those set since, while none can be set
+# any more), and the header is written and synced.  Nothing else: not
+# the bits still being recorded (b1's after the cut), and no
+# fdatasync.
 expect syncs <<EOF
 sync $b1_offset $b1_length
 sync $dir_offset $dir_length
+sync $b0_offset $b0_length
 sync $b0_offset $b0_length
 header $slot
 sync $slot 4096
