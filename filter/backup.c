@@ -51,6 +51,13 @@ backup_init (const char *export_name, const char *dir)
   default_dir = strdup (dir);
 }
 
+void
+backup_unload (void)
+{
+  free (default_dir);
+  default_dir = NULL;
+}
+
 struct view *
 backup_current (void)
 {

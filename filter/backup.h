@@ -14,6 +14,9 @@
 /* The export name of the disk (a view may not take it). */
 extern void backup_init (const char *export_name, const char *default_dir);
 
+/* At unload: frees what backup_init kept. */
+extern void backup_unload (void);
+
 /* The view that writes must keep, or NULL: lock-free, valid while the
  * request is in flight.
  */

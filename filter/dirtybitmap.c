@@ -81,6 +81,7 @@ dirtybitmap_load (void)
 static void
 dirtybitmap_unload (void)
 {
+  backup_unload ();
   params_free ();
 }
 

@@ -98,6 +98,11 @@ mapping_put (struct bmf *f, const struct bits *b)
       }
       break;
     }
+  if (nr_maps == 0) {           /* the last set is gone: nothing kept */
+    free (maps);
+    maps = NULL;
+    cap_maps = 0;
+  }
   pthread_mutex_unlock (&lock);
   if (gone.refs == 0) {
     bmf_unmap (&gone.bits);
