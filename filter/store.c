@@ -13,25 +13,35 @@
  * cut through the writes:
  *
  *   1. check and apply the actions to a transaction (under the bits
- *      lock too if bits are copied: merges, resizes; otherwise its new
- *      regions are synced and mapped first, outside the locks), then
- *      under both locks build the transitional set, which records into
- *      both the old and the new regions (tracker.c, ghosts), and
- *      publish it: the cut;
- *   2. commit the file, writes going on: the bits of the bitmaps that
- *      stop recording and the new regions are synced, then the header
- *      (txn-sync.c: not the bitmaps that go on recording);
- *   3. build the final set and publish it (in strict mode, once the
- *      bits in its views are durable);
+ *      lock too if bits are copied: merges, resizes; otherwise all of
+ *      the commit but the header is written and synced first, outside
+ *      the locks, and its new regions mapped), then under both locks
+ *      build the transitional set, which records into both the old
+ *      and the new regions (tracker.c, ghosts), and publish it: the
+ *      cut;
+ *   2. commit the file, writes going on: (if bits were copied, the
+ *      new regions are synced, then) the header, which says that the
+ *      bitmaps that stop recording settle (txn-sync.c: neither their
+ *      bits nor those of the bitmaps that go on recording are
+ *      synced);
+ *   3. publish the final set, built in step 1 (in strict mode, once
+ *      the bits in its views are durable);
  *   4. wait for a grace period: every request that may still use the
  *      old or the transitional set has finished, in particular every
- *      write that saw the old set.  Only then does the caller reply.
+ *      write that saw the old set;
+ *   5. settle the bitmaps that stopped recording: their bits are final,
+ *      so they are synced, then a header that no longer says they
+ *      settle.  Only then does the caller reply.
+ *
+ * No step syncs under the bits lock, so no writer waits for a disk.
  *
  * So a write completed before the reply is in the bitmaps as they
  * were before (it used the old set, or the transitional one, which
  * records both); one started after the reply is in them as they are
- * after; and a crash at any point finds every write in the state the
- * file then holds.
+ * after; a crash of the process at any point finds every write in the
+ * state the file then holds; and a power loss finds a bitmap that
+ * stopped recording either settled, with every bit, or counted as
+ * recording (inconsistent in a flush run).
  *
  * A commit that fails while serving leaves the file in doubt (its
  * header may be current after a crash): the transitional set stays,
@@ -504,12 +514,14 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
     bmf_txn_abort (t);
     return -1;
   }
-  /* The new regions made durable before any bit is set in them (if
-   * not under the bits lock): the commit syncs only what changes
-   * (txn-sync.c).
+  /* Unless under the bits lock, everything but the header is written
+   * and synced before the cut, the new regions before any bit is set
+   * in them (txn-sync.c: only what changes).  A sync that fails may
+   * have lost the bits of any page of the file: nothing is trusted.
    */
-  if (!copies_bits && bmf_txn_sync_new (t, err) == -1) {
+  if (!copies_bits && bmf_txn_prepare (t, err) == -1) {
     bmf_txn_abort (t);
+    condemn_locked ("a commit of the bitmap file failed");
     return -1;
   }
   /* The new regions mapped (and summarized) before the lock is taken:
@@ -548,22 +560,20 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
                bmf_path (file));
     goto failed;
   }
-  if (bmf_txn_prepare (t, err) == -1)
-    goto failed;
-  /* The header, while no bit is set: the bitmaps that stop recording
-   * get their last bits from the transitional set until the final one
-   * is published, and those must be on stable storage before the
-   * header can be (bmf_txn_finish syncs them again first).  The final
-   * set takes over only once the header is durable: until then a
-   * crash may leave the old header current, whose bitmaps need every
-   * bit.
+  /* The header, writes going on: the bitmaps that stop recording get
+   * their last bits from the transitional set, so the header says
+   * they settle (txn-sync.c), and retire_sets syncs them once no
+   * request can set them.  The final set takes over only once the
+   * header is durable: until then a crash may leave the old header
+   * current, whose bitmaps need every bit.
    */
-  tracker_lock ();
+  if (copies_bits && bmf_txn_prepare (t, err) == -1)
+    goto failed;
   if (bmf_txn_finish (t, err) == -1) {
     t = NULL;                   /* freed */
-    tracker_unlock ();
     goto failed;
   }
+  tracker_lock ();
   tracker_publish (final);
   tracker_unlock ();
   retire[0] = old;
@@ -582,17 +592,35 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
   return -1;
 }
 
-/* Step 4: once no request can use them, free the retired sets. */
-static void
-retire_sets (struct bitmap_set **retire)
+/* Step 4: once no request can use them, free the retired sets, and
+ * settle the bitmaps that stopped recording: their bits are final now
+ * (txn-sync.c).  -1 with err if they cannot be made durable: then
+ * nothing is trusted.
+ */
+static int
+retire_sets (struct bitmap_set **retire, struct bmerr *err)
 {
+  struct bmf_txn *t;
+  int r = 0;
+
   if (retire[0] == NULL && retire[1] == NULL)
-    return;
+    return 0;
   inflight_grace ();
   pthread_mutex_lock (&meta_lock);
   set_free (file, retire[0]);
   set_free (file, retire[1]);
+  if (!readonly && !failed && bmf_settling (file)) {
+    t = bmf_txn_begin (file, false, err);
+    if (t)
+      bmf_txn_settle (t);
+    if (t == NULL || bmf_txn_commit (t, err) == -1) {
+      condemn_locked ("the bits of the bitmaps that stopped recording "
+                      "cannot be made durable");
+      r = -1;
+    }
+  }
   pthread_mutex_unlock (&meta_lock);
+  return r;
 }
 
 static int
@@ -632,7 +660,7 @@ resize_readonly (uint64_t disk_size)
                   PRIu64 " (read-only: not recorded)", disk_size,
                   s->disk_size);
   pthread_mutex_unlock (&meta_lock);
-  retire_sets (retire);
+  retire_sets (retire, &err);   /* read-only: settles nothing */
   return 0;
 }
 
@@ -668,7 +696,10 @@ store_resize (uint64_t disk_size)
                     " bytes: %s", disk_size, err.msg);
   }
   pthread_mutex_unlock (&meta_lock);
-  retire_sets (retire);
+  if (retire_sets (retire, &err) == -1 && r == 0) {
+    nbdkit_error ("dirtybitmap: %s", err.msg);
+    r = -1;
+  }
   return r;
 }
 
@@ -734,7 +765,12 @@ store_transaction (struct action *acts, size_t n, struct bmerr *err)
     }
   }
   pthread_mutex_unlock (&meta_lock);
-  retire_sets (retire);
+  if (r == 0)
+    r = retire_sets (retire, err);
+  else {
+    struct bmerr ignored;
+    retire_sets (retire, &ignored);
+  }
   return r;
 }
 

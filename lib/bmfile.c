@@ -232,7 +232,7 @@ mark_after_crash (struct bmf *f)
   }
   for (i = 0; i < f->st.nr_bitmaps; ++i) {
     struct bmf_bitmap *bm = &f->st.bitmaps[i];
-    if ((bm->flags & BMF_ENABLED) && !(bm->flags & BMF_INCONSISTENT)) {
+    if (bmf_flags_unsettled (bm->flags)) {
       bm->flags |= BMF_INCONSISTENT;
       bm_debug ("%s: bitmap %s is now inconsistent", f->path, bm->name);
     }

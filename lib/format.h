@@ -34,10 +34,16 @@
  */
 #define BMF_MAX_SEQ         INT64_MAX
 
-/* Directory entry flags. */
+/* Directory entry flags.  BMF_SETTLING: the bitmap stopped recording
+ * while the disk was served, and its last bits may not be on stable
+ * storage yet (txn-sync.c): after a power loss it counts as recording
+ * did.  A reader that predates it refuses the file, as for any flag
+ * it does not know.
+ */
 #define BMF_ENABLED         1
 #define BMF_INCONSISTENT    2
-#define BMF_ENTRY_FLAGS     (BMF_ENABLED | BMF_INCONSISTENT)
+#define BMF_SETTLING        4
+#define BMF_ENTRY_FLAGS     (BMF_ENABLED | BMF_INCONSISTENT | BMF_SETTLING)
 
 /* Header flags: a reader refuses bits it does not know. */
 #define BMF_HDR_SIZED       1           /* disk_size is known */
@@ -58,13 +64,23 @@ enum bmf_durability { BMF_FLUSH = 0, BMF_STRICT = 1, BMF_COARSE = 2 };
 #define BMF_DEFAULT_CGBITS  24
 #define BMF_SHADOW_ENTRY    16          /* shadow table entry */
 
+/* Whether flags say a power loss may have cost the bitmap bits: it
+ * records, or stopped recording and settles, and is still trusted.
+ */
+static inline int
+bmf_flags_unsettled (uint32_t flags)
+{
+  return (flags & (BMF_ENABLED | BMF_SETTLING)) &&
+    !(flags & BMF_INCONSISTENT);
+}
+
 enum bmf_recovery { BMF_NOT_RECOVERED = 0, BMF_RECOVERED,
                     BMF_RECOVER_ON_READ };
 
 struct bmf_bitmap {
   char *name;
   unsigned gbits;               /* granularity is 1 << gbits */
-  uint32_t flags;               /* BMF_ENABLED | BMF_INCONSISTENT */
+  uint32_t flags;               /* BMF_ENABLED | BMF_INCONSISTENT | ... */
   uint64_t data_offset;         /* 0 when data_length is 0 */
   uint64_t data_length;
   /* Its coarse shadow, when the state has shadows (shadow.h). */

@@ -172,7 +172,7 @@ bmf_recover_coarse (struct bmf *f)
     struct bmf_bitmap *bm = &f->st.bitmaps[i];
     int64_t bytes;
 
-    if (!(bm->flags & BMF_ENABLED) || (bm->flags & BMF_INCONSISTENT))
+    if (!bmf_flags_unsettled (bm->flags))
       continue;
     if (!f->st.has_shadows) {
       bm->flags |= BMF_INCONSISTENT;

@@ -19,8 +19,8 @@ struct bmf_txn {
   struct bmf_state st;
   bool dry_run;
   uint64_t orig_size;           /* file size at begin, for abort */
-  bool new_synced;              /* bmf_txn_sync_new done */
   bool prepared;                /* bmf_txn_prepare done: hdr is the header */
+  bool settle;                  /* bmf_txn_settle */
   unsigned char hdr[BMF_HEADER_SLOT];
 };
 
@@ -55,12 +55,14 @@ extern int txs_coarsen (struct bmf_txn *t, struct bmf_bitmap *bm,
 extern int txs_write_table (struct bmf_txn *t, uint32_t *crc,
                             struct bmerr *err);
 
+/* The settling marks of t->st for this commit (txn-sync.c), before
+ * its directory is written.
+ */
+extern void txn_marks (struct bmf_txn *t);
 /* The commit's syncs (txn-sync.c): before the header, what the new
  * header refers to; after it, the header in slot.
  */
 extern int txn_sync_before_header (struct bmf_txn *t, struct bmerr *err);
 extern int txn_sync_header (struct bmf_txn *t, int slot);
-/* Again, just before the header: the bitmaps that stop recording. */
-extern int txn_sync_stopped (struct bmf_txn *t, struct bmerr *err);
 
 #endif /* DIRTYBITMAP_TXN_IMPL_H */

@@ -8,29 +8,38 @@
  * recorded, which the writers dirty again at once: a checkpoint would
  * cost a write-back of all the bitmaps, and the writers would wait.
  * What the new header needs that may not be on stable storage yet is
- * only:
+ * only the regions it refers to that the committed header does not (a
+ * new directory, new or copied bits, new shadows), and, after the
+ * header, the header.
  *
- *   - the regions it refers to that the committed header does not (a
- *     new directory, new or copied bits, new shadows);
- *   - the bits of each bitmap that stops recording: until now they
- *     were set in the page cache, and from now on they must survive a
- *     power loss (a bitmap that is not recording stays consistent);
+ * The bits of a bitmap that stops recording were set in the page
+ * cache, and from now on they must survive a power loss (a bitmap
+ * that is not recording stays consistent).  But the writers go on
+ * setting them until the server's transaction takes effect, and a
+ * sync that waited for that would have to stop the writers during a
+ * write-back and a cache flush.  So such a bitmap is committed
+ * settling (BMF_SETTLING): its bits not synced, and after a power loss
+ * it counts as recording did (inconsistent in a flush run, recovered
+ * from its shadow in a coarse one, exact in a strict one, whose bits
+ * are always durable).  Once no writer can set its bits any more, the
+ * server settles it (bmf_txn_settle): a commit that syncs its bits,
+ * then writes a header that no longer says so.  The server replies
+ * only then, so a bitmap that a reply says is disabled survives a
+ * power loss as before.  Any other commit carries the mark over, or
+ * drops it where it has no meaning (the bitmap records again, is
+ * inconsistent, or has new bits, synced as new); a commit that syncs
+ * the whole file drops every mark.
  *
- * and, after the header, the header.  Writers go on setting bits,
- * and the bitmaps that stop recording go on receiving them until the
- * transaction takes effect, so their regions are synced twice: first
- * with the rest (bmf_txn_prepare, most of the write-back), then just
- * before the header (bmf_txn_finish), while the caller lets no bit be
- * set, so that the header can never be on stable storage before a bit
- * of theirs.  New regions can be synced early
- * (bmf_txn_sync_new), before the writers set bits in them: then only
- * their allocation is written.  Each region is synced with msync
- * (a ranged fdatasync: its pages, the file's metadata, and a cache
- * flush).  The bits of the bitmaps that go on recording stay in
+ * A server prepares a commit before the writers set bits in its new
+ * regions, unless it copies bits into them (store.c): then only their
+ * allocation is written.  The regions of one commit are written back
+ * together and made durable by one ranged fdatasync (sync_all: one
+ * cache flush).  The bits of the bitmaps that go on recording stay in
  * the page cache, as between flushes: the run's record already says
  * that they are lost with the machine.  And the regions of the
- * committed header that are not recording are on stable storage
- * already, since every commit that stopped one of them synced it.
+ * committed header that are neither recording nor settling are on
+ * stable storage already, since every commit that stopped one of them
+ * synced it, or settled it.
  */
 
 #include <config.h>
@@ -41,6 +50,7 @@
 #include <errno.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <fcntl.h>
 
 #include "txn-impl.h"
 #include "util.h"
@@ -58,10 +68,8 @@ recording (const struct bmf_bitmap *b)
 }
 
 /* b stops recording with this commit (was: as committed), and it must
- * be consistent: its bits must be durable before the header.  (One
- * marked inconsistent is not trusted anyway, and is marked when the
- * disk may be failing: syncing it first would only put the mark at
- * risk.)
+ * be consistent.  (One marked inconsistent is not trusted anyway, and
+ * is marked when the disk may be failing.)
  */
 static bool
 stops (const struct bmf_bitmap *was, const struct bmf_bitmap *b)
@@ -153,25 +161,58 @@ add_new (struct bmf_txn *t, struct to_sync *ts, uint64_t offset,
   return add (ts, offset, length);
 }
 
-/* Make every region durable, and forget them. */
+/* Make every region durable, and forget them.  One cache flush for
+ * all: the write-back of every region but the last is started, then
+ * waited for (sync_file_range, which reports its errors), and the
+ * ranged fdatasync of the last one writes it, commits the file's
+ * metadata (the blocks allocated for all of them) and flushes the
+ * device's cache, which then holds the others too.
+ */
 static int
 sync_all (struct bmf *f, struct to_sync *ts)
 {
+  const unsigned wait = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+    SYNC_FILE_RANGE_WAIT_AFTER;
   size_t i;
   int r = 0;
 
-  for (i = 0; r == 0 && i < ts->n; ++i)
-    r = sync_range (f, ts->r[i].offset, ts->r[i].length);
+  for (i = 0; r == 0 && i + 1 < ts->n; ++i)
+    r = sync_file_range (f->fd, ts->r[i].offset, ts->r[i].length,
+                         SYNC_FILE_RANGE_WRITE);
+  for (i = 0; r == 0 && i + 1 < ts->n; ++i)
+    r = sync_file_range (f->fd, ts->r[i].offset, ts->r[i].length, wait);
+  if (r == 0 && ts->n)
+    r = sync_range (f, ts->r[ts->n - 1].offset, ts->r[ts->n - 1].length);
   free (ts->r);
   ts->r = NULL;                 /* (callers free it on any error) */
   return r;
 }
 
-/* The bitmaps' regions of t->st that are new (or, with new_only
- * false, also those that stop recording).
+void
+txn_marks (struct bmf_txn *t)
+{
+  struct bmf_state *st = &t->st;
+  size_t i;
+
+  for (i = 0; i < st->nr_bitmaps; ++i) {
+    struct bmf_bitmap *b = &st->bitmaps[i];
+    const struct bmf_bitmap *was = committed_at (&t->f->st, b->data_offset);
+
+    if (!t->f->live || !was || was->data_length != b->data_length ||
+        recording (b) || (b->flags & BMF_INCONSISTENT))
+      b->flags &= ~BMF_SETTLING;
+    else if (stops (was, b))
+      b->flags |= BMF_SETTLING;
+    else if (t->settle)
+      b->flags &= ~BMF_SETTLING;
+  }
+}
+
+/* The bitmaps' regions of t->st that are new, and the bits of those
+ * that this commit settles.
  */
 static int
-add_bitmaps (struct bmf_txn *t, struct to_sync *ts, bool new_only)
+add_bitmaps (struct bmf_txn *t, struct to_sync *ts)
 {
   const struct bmf_state *st = &t->st;
   size_t i;
@@ -181,32 +222,17 @@ add_bitmaps (struct bmf_txn *t, struct to_sync *ts, bool new_only)
     const struct bmf_bitmap *was = committed_at (&t->f->st, b->data_offset);
 
     if (was && was->data_length == b->data_length) {
-      if (!new_only && stops (was, b) &&
+      if ((was->flags & BMF_SETTLING) &&
+          !(b->flags & (BMF_SETTLING | BMF_INCONSISTENT)) && !recording (b) &&
           add (ts, b->data_offset, b->data_length) == -1)
         return -1;
     }
-    else if (!t->new_synced && add (ts, b->data_offset, b->data_length) == -1)
+    else if (add (ts, b->data_offset, b->data_length) == -1)
       return -1;
-    if (st->has_shadows && !t->new_synced &&
+    if (st->has_shadows &&
         add_new (t, ts, b->shadow_offset, b->shadow_length) == -1)
       return -1;
   }
-  return 0;
-}
-
-int
-bmf_txn_sync_new (struct bmf_txn *t, struct bmerr *err)
-{
-  struct to_sync ts = { 0 };
-
-  if (!t->f->live || t->dry_run)
-    return 0;
-  if (add_bitmaps (t, &ts, true) == -1 || sync_all (t->f, &ts) == -1) {
-    free (ts.r);
-    bmerr_set (err, errno, "%s: fdatasync: %s", t->f->path, strerror (errno));
-    return -1;
-  }
-  t->new_synced = true;
   return 0;
 }
 
@@ -225,7 +251,7 @@ txn_sync_before_header (struct bmf_txn *t, struct bmerr *err)
       (st->has_shadows &&
        add_new (t, &ts, st->shadow_table_offset,
                 st->shadow_table_length) == -1) ||
-      add_bitmaps (t, &ts, false) == -1 ||
+      add_bitmaps (t, &ts) == -1 ||
       sync_all (t->f, &ts) == -1) {
     free (ts.r);
     goto err;
@@ -237,29 +263,21 @@ txn_sync_before_header (struct bmf_txn *t, struct bmerr *err)
   return -1;
 }
 
-int
-txn_sync_stopped (struct bmf_txn *t, struct bmerr *err)
+bool
+bmf_settling (const struct bmf *f)
 {
-  const struct bmf_state *st = &t->st;
-  struct to_sync ts = { 0 };
   size_t i;
 
-  if (!t->f->live)
-    return 0;
-  for (i = 0; i < st->nr_bitmaps; ++i) {
-    const struct bmf_bitmap *b = &st->bitmaps[i];
-    const struct bmf_bitmap *was = committed_at (&t->f->st, b->data_offset);
+  for (i = 0; i < f->st.nr_bitmaps; ++i)
+    if (f->st.bitmaps[i].flags & BMF_SETTLING)
+      return true;
+  return false;
+}
 
-    if (was && was->data_length == b->data_length && stops (was, b) &&
-        add (&ts, b->data_offset, b->data_length) == -1)
-      goto err;
-  }
-  if (sync_all (t->f, &ts) == 0)
-    return 0;
- err:
-  free (ts.r);
-  bmerr_set (err, errno, "%s: fdatasync: %s", t->f->path, strerror (errno));
-  return -1;
+void
+bmf_txn_settle (struct bmf_txn *t)
+{
+  t->settle = true;
 }
 
 int

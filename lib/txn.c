@@ -489,7 +489,7 @@ bmf_txn_mark_enabled_inconsistent (struct bmf_txn *t)
   size_t i;
 
   for (i = 0; i < t->st.nr_bitmaps; ++i)
-    if (t->st.bitmaps[i].flags & BMF_ENABLED)
+    if (bmf_flags_unsettled (t->st.bitmaps[i].flags))
       t->st.bitmaps[i].flags |= BMF_INCONSISTENT;
 }
 
@@ -604,6 +604,7 @@ bmf_txn_prepare (struct bmf_txn *t, struct bmerr *err)
                "limit", f->path);
     return -1;
   }
+  txn_marks (t);
   if (write_dir (t, &dir_crc, err) == -1 ||
       txs_write_table (t, &shadow_crc, err) == -1)
     return -1;
@@ -629,11 +630,6 @@ bmf_txn_finish (struct bmf_txn *t, struct bmerr *err)
                f->path);
     goto err;
   }
-  /* Bits set since the sync of prepare in the bitmaps that stop
-   * recording (the caller sets none from now on).
-   */
-  if (txn_sync_stopped (t, err) == -1)
-    goto err;
   if (pwrite (f->fd, t->hdr, BMF_HEADER_SLOT, (off_t) slot * BMF_HEADER_SLOT)
       != BMF_HEADER_SLOT || txn_sync_header (t, slot) == -1) {
     /* The new header may be on disk, and a later commit goes to the

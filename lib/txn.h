@@ -51,7 +51,9 @@ extern int bmf_txn_resize (struct bmf_txn *t, uint64_t new_size,
  */
 extern int bmf_txn_set_shadows (struct bmf_txn *t, unsigned cgbits,
                                 struct bmerr *err);
-/* Mark every enabled bitmap inconsistent (bits may have been lost). */
+/* Mark every enabled or settling bitmap inconsistent (bits may have
+ * been lost).
+ */
 extern void bmf_txn_mark_enabled_inconsistent (struct bmf_txn *t);
 extern void bmf_txn_set_open (struct bmf_txn *t, bool open,
                               enum bmf_durability mode);
@@ -65,24 +67,26 @@ extern void bmf_txn_set_disk_id (struct bmf_txn *t,
  * make every bit durable (at startup and at close).
  */
 extern void bmf_set_live (struct bmf *f, bool live);
-/* With bmf_set_live: sync the new bitmap regions now, before
- * anything sets bits in them; the commit then skips them.  t must not
- * change afterwards.
- */
-extern int bmf_txn_sync_new (struct bmf_txn *t, struct bmerr *err);
 
 /* Commit and free t.  On error the file keeps its previous state. */
 extern int bmf_txn_commit (struct bmf_txn *t, struct bmerr *err);
 /* The commit in two steps, for a server whose writers set bits
  * meanwhile: prepare writes and syncs everything but the header (on
- * error t stays, to abort); finish syncs again the bits of the
- * bitmaps that stop recording, then writes and syncs the header, and
- * frees t.  Between the sync of finish and the end of the commit, the
- * caller must set no bit in a bitmap that stops recording: otherwise
- * the header could be on stable storage before that bit.
+ * error t stays, to abort); finish writes and syncs the header, and
+ * frees t.  With bmf_set_live, a bitmap that stops recording is
+ * committed settling (txn-sync.c): its bits are not synced, and the
+ * caller may go on setting them until it settles it.
  */
 extern int bmf_txn_prepare (struct bmf_txn *t, struct bmerr *err);
 extern int bmf_txn_finish (struct bmf_txn *t, struct bmerr *err);
 extern void bmf_txn_abort (struct bmf_txn *t);
+
+/* Whether a bitmap of the committed state is settling. */
+extern bool bmf_settling (const struct bmf *f);
+/* Have this commit settle every settling bitmap: sync its bits before
+ * the header, which no longer says it settles.  Only once nothing
+ * sets bits in them any more.
+ */
+extern void bmf_txn_settle (struct bmf_txn *t);
 
 #endif /* DIRTYBITMAP_TXN_H */

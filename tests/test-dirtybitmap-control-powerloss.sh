@@ -5,8 +5,8 @@
 # the server had it when it replied, and it is consistent (a disabled
 # bitmap stays so after a power loss).  Writes go on all through the
 # transaction, and the bitmap gets their bits until the transaction
-# takes effect; the header that says it is disabled must not reach the
-# disk before them.
+# takes effect; the header that says it is disabled and settled must
+# not reach the disk before them.
 #
 # The bitmap file lives on an ext4 file system on a loop device; the
 # power loss is a copy of the loop device's backing file taken as soon

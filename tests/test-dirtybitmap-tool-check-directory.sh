@@ -19,7 +19,7 @@ refused "directory entry 0: name length 0 (must be 1 to 1023)" \
 refused "bitmap b0: name used twice" poke entry 1 name b0
 refused "bitmap b1: granularity 2^8 is out of range (512 to 2G)" \
         poke entry 1 gbits 8
-refused "bitmap b0: unknown flags 0x4" poke entry 0 flags 5
+refused "bitmap b0: unknown flags 0x8" poke entry 0 flags 9
 # Regions: outside the file, overlapping, of the wrong length.
 refused "bitmap b1: data (offset 1048576, length 4096) lies outside the file" \
         poke entry 1 data_offset 1048576
