@@ -4,8 +4,12 @@
  * `synced` is the highest ticket known to be on stable storage.  A
  * flush, a FUA write, or (with durability=strict) the first touch of a
  * granule waits until synced reaches its ticket.  A ticket is taken
- * before its bits are set, so a request that found its bits already
- * set lock-free is covered by any later ticket.  One waiter runs
+ * after the bits it stands for are set (under the bits lock): a sync
+ * covers the tickets taken when it starts, so it writes their bits.
+ * (Taken before, a sync starting between the two would cover the
+ * ticket and miss the bits.)  A request that finds its bits already
+ * set lock-free finds them in a view (tracker.c), which is set after
+ * the ticket is taken: the last ticket covers them.  One waiter runs
  * fdatasync for all the tickets taken so far while the others wait on
  * `cond`; they all return together (group commit).
  *

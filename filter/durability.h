@@ -18,11 +18,13 @@ extern void dur_init (struct bmf *file, enum bmf_durability mode,
                       void (*on_failure) (void));
 extern enum bmf_durability dur_mode (void);
 
-/* Take a ticket before setting bits: once dur_sync_to reaches it,
+/* Take a ticket after setting bits: once dur_sync_to reaches it,
  * every bit set before it was taken is on stable storage.
  */
 extern uint64_t dur_take_ticket (void);
-/* The last ticket taken. */
+/* The last ticket taken (under the bits lock: every bit set so far is
+ * covered by it).
+ */
 extern uint64_t dur_requested (void);
 
 /* Wait until every ticket up to target is on stable storage, one

@@ -494,8 +494,7 @@ prefault (struct bitmap_set *s, uint64_t offset, uint32_t count)
 
 /* Set the bits in every recording bitmap of s (bits_lock held). */
 static void
-set_bits_locked (struct bitmap_set *s, uint64_t offset, uint32_t count,
-                 uint64_t ticket)
+set_bits_locked (struct bitmap_set *s, uint64_t offset, uint32_t count)
 {
   uint64_t first, last;
   size_t i;
@@ -507,8 +506,8 @@ set_bits_locked (struct bitmap_set *s, uint64_t offset, uint32_t count,
         bits_set_range (&lb->bits, first, last) &&
         dirtybitmap_debug_verbose)
       nbdkit_debug ("dirtybitmap: %s: dirtied granules %" PRIu64
-                    "-%" PRIu64 " (ticket %" PRIu64 ")",
-                    lb->name ? lb->name : "(old data)", first, last, ticket);
+                    "-%" PRIu64, lb->name ? lb->name : "(old data)",
+                    first, last);
   }
 }
 
@@ -557,6 +556,9 @@ tracker_track (uint64_t offset, uint32_t count, bool fua, int *err)
       (!coarse || coarse_all_durable (s, offset, count))) {
     if (strict || !fua)
       return 0;
+    /* The views it found the bits in are set after their writer's
+     * ticket is taken: the last ticket now covers them.
+     */
     if (dur_sync_to (dur_requested ()) == 0)
       return 0;
     goto fail;
@@ -565,8 +567,11 @@ tracker_track (uint64_t offset, uint32_t count, bool fua, int *err)
   prefault (s, offset, count);
   pthread_mutex_lock (&bits_lock);
   s = current;
+  set_bits_locked (s, offset, count);
+  /* The ticket after the bits, and before the views: a sync that
+   * covers it started after they were set, so it writes them.
+   */
   ticket = dur_take_ticket ();
-  set_bits_locked (s, offset, count, ticket);
   if (!strict)
     set_views_locked (s, offset, count);
   sync = strict || fua || (coarse && !coarse_all_durable (s, offset, count));
