@@ -593,14 +593,17 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
 }
 
 /* Step 4: once no request can use them, free the retired sets, and
- * settle the bitmaps that stopped recording: their bits are final now
- * (txn-sync.c).  -1 with err if they cannot be made durable: then
- * nothing is trusted.
+ * settle the bitmaps that stopped recording (stopped: the transaction
+ * stopped some): their bits are final now (txn-sync.c).  -1 with err
+ * if they cannot be made durable, or if a failed sync made every
+ * bitmap inconsistent meanwhile: the reply must not say they stopped
+ * sound.
  */
 static int
-retire_sets (struct bitmap_set **retire, struct bmerr *err)
+retire_sets (struct bitmap_set **retire, bool stopped, struct bmerr *err)
 {
   struct bmf_txn *t;
+  struct bmerr e;
   int r = 0;
 
   if (retire[0] == NULL && retire[1] == NULL)
@@ -609,15 +612,22 @@ retire_sets (struct bitmap_set **retire, struct bmerr *err)
   pthread_mutex_lock (&meta_lock);
   set_free (file, retire[0]);
   set_free (file, retire[1]);
-  if (!readonly && !failed && bmf_settling (file)) {
-    t = bmf_txn_begin (file, false, err);
+  if (stopped && !failed && bmf_settling (file)) {
+    t = bmf_txn_begin (file, false, &e);
     if (t)
       bmf_txn_settle (t);
-    if (t == NULL || bmf_txn_commit (t, err) == -1) {
+    if (t == NULL || bmf_txn_commit (t, &e) == -1) {
+      nbdkit_error ("dirtybitmap: %s", e.msg);
       condemn_locked ("the bits of the bitmaps that stopped recording "
                       "cannot be made durable");
-      r = -1;
     }
+  }
+  if (stopped && failed) {
+    bmerr_set (err, EIO, "%s: the bits of the bitmaps that stopped "
+               "recording cannot be made durable (a sync of the file "
+               "failed): every enabled bitmap is now inconsistent: take "
+               "a full backup", bmf_path (file));
+    r = -1;
   }
   pthread_mutex_unlock (&meta_lock);
   return r;
@@ -660,7 +670,7 @@ resize_readonly (uint64_t disk_size)
                   PRIu64 " (read-only: not recorded)", disk_size,
                   s->disk_size);
   pthread_mutex_unlock (&meta_lock);
-  retire_sets (retire, &err);   /* read-only: settles nothing */
+  retire_sets (retire, false, &err);
   return 0;
 }
 
@@ -696,10 +706,7 @@ store_resize (uint64_t disk_size)
                     " bytes: %s", disk_size, err.msg);
   }
   pthread_mutex_unlock (&meta_lock);
-  if (retire_sets (retire, &err) == -1 && r == 0) {
-    nbdkit_error ("dirtybitmap: %s", err.msg);
-    r = -1;
-  }
+  retire_sets (retire, false, &err);
   return r;
 }
 
@@ -741,6 +748,7 @@ store_transaction (struct action *acts, size_t n, struct bmerr *err)
 {
   struct actions a = { acts, n };
   struct bitmap_set *retire[2] = { NULL };
+  bool stopped;
   size_t i;
   int r;
 
@@ -764,12 +772,13 @@ store_transaction (struct action *acts, size_t n, struct bmerr *err)
                     acts[i].bitmap);
     }
   }
+  stopped = r == 0 && bmf_settling (file);
   pthread_mutex_unlock (&meta_lock);
   if (r == 0)
-    r = retire_sets (retire, err);
+    r = retire_sets (retire, stopped, err);
   else {
     struct bmerr ignored;
-    retire_sets (retire, &ignored);
+    retire_sets (retire, false, &ignored);
   }
   return r;
 }

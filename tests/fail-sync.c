@@ -3,13 +3,16 @@
  * The Nth sync (FAIL_SYNC_AT=N) of the bitmap file fails with EIO, as
  * on a disk that could not write the pages; every other call goes to
  * the kernel.  Syncs are fdatasyncs of a file whose name ends in
- * ".bitmaps", and msyncs (only the bitmap file is synced so: a
- * server's commits sync the ranges they change).
+ * ".bitmaps", msyncs (only the bitmap file is synced so: a server's
+ * commits sync the ranges they change), and sync_file_range calls
+ * that wait for a write-back of it (a commit writes back all of its
+ * regions but the last so).
  */
 
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,19 +32,37 @@ fail_now (void)
   return at && __atomic_add_fetch (&count, 1, __ATOMIC_SEQ_CST) == atoi (at);
 }
 
-int
-fdatasync (int fd)
+/* True if fd is open on a file whose name ends in ".bitmaps". */
+static bool
+is_bitmap_file (int fd)
 {
   char link[64], path[4096];
   ssize_t n;
 
   snprintf (link, sizeof link, "/proc/self/fd/%d", fd);
   n = readlink (link, path, sizeof path);
-  if (n > 8 && memcmp (path + n - 8, ".bitmaps", 8) == 0 && fail_now ()) {
+  return n > 8 && memcmp (path + n - 8, ".bitmaps", 8) == 0;
+}
+
+int
+fdatasync (int fd)
+{
+  if (is_bitmap_file (fd) && fail_now ()) {
     errno = EIO;
     return -1;
   }
   return syscall (SYS_fdatasync, fd);
+}
+
+int
+sync_file_range (int fd, off64_t offset, off64_t nbytes, unsigned int flags)
+{
+  if ((flags & SYNC_FILE_RANGE_WAIT_AFTER) && is_bitmap_file (fd) &&
+      fail_now ()) {
+    errno = EIO;
+    return -1;
+  }
+  return syscall (SYS_sync_file_range, fd, offset, nbytes, flags);
 }
 
 int

@@ -64,9 +64,9 @@ done
 rm -f "$bm"
 dirtybitmap bitmap --add -g 4K --size 1M "$bm" b0
 # Syncs: startup commit 1-2, open record 3 (its header), resize 4 (the
-# new directory and data: one msync after the write-back of the
-# directory) and 5 (the header).
-export LD_PRELOAD="$shim" FAIL_SYNC_AT=5
+# write-back of the new directory), 5 (the new data) and 6 (the
+# header).
+export LD_PRELOAD="$shim" FAIL_SYNC_AT=6
 start_nbdkit_child -P "$PWD/pid-grow" -U "$PWD/sock-grow" \
                    --filter="$FILTER" file disk.img bitmap=b0 \
                    2> nbdkit-grow.err
@@ -86,3 +86,31 @@ dirtybitmap check "$bm"
 dirtybitmap info "$bm" > info
 cat info
 grep -A4 'name: b0' info | grep -F "consistent: false"
+
+# A live transaction stops b0 (add b1, disable b0), and the sync of
+# b0's bits when it settles fails: the reply is an error, and b0 (until
+# then settling) is inconsistent with b1, since its last bits may be
+# lost; after a kill -9 the file says so too.
+rm -f "$bm" ctl.sock
+dirtybitmap bitmap --add -g 4K --size 2M "$bm" b0
+# Syncs: startup 1-2, open record 3; the transaction: 4 (the write-back
+# of the directory), 5 (b1's new region), 6 (the header, b0 settling);
+# the settle: 7 (the directory), 8 (b0's bits), 9 (the header).
+export LD_PRELOAD="$shim" FAIL_SYNC_AT=8
+start_nbdkit_child -P "$PWD/pid-settle" -U "$PWD/sock-settle" \
+                   --filter="$FILTER" file disk.img bitmap=b0 \
+                   control="$PWD/ctl.sock" 2> nbdkit-settle.err
+unset LD_PRELOAD FAIL_SYNC_AT
+nbdsh -u "nbd+unix:///?socket=$PWD/sock-settle" -c 'h.pwrite(b"a", 8192)'
+python3 "$abs_top_srcdir/tests/control.py" error "$PWD/ctl.sock" \
+        '{"execute": "transaction", "arguments": {"actions": [{"action": "add", "bitmap": "b1"}, {"action": "disable", "bitmap": "b0"}]}}' \
+        GenericError "the bits of the bitmaps that stopped recording cannot be made durable (a sync of the file failed): every enabled bitmap is now inconsistent: take a full backup"
+kill9 $nbdkit_pid
+cat nbdkit-settle.err
+grep -F "dirtybitmap: $bm: fdatasync: Input/output error" nbdkit-settle.err
+grep -F "the bits of the bitmaps that stopped recording cannot be made durable: every enabled bitmap is now inconsistent: take a full backup" nbdkit-settle.err
+dirtybitmap check "$bm"
+dirtybitmap info "$bm" > info
+cat info
+grep -A4 'name: b0' info | grep -F "consistent: false"
+grep -A4 'name: b1' info | grep -F "consistent: false"
