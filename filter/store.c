@@ -418,8 +418,10 @@ store_open (const struct store_config *cfg)
   }
   notices (cfg, s);
   /* Serving: commits sync only what they change. */
-  if (!readonly)
-    bmf_set_live (file, true);
+  if (!readonly && bmf_set_live (file, true, &err) == -1) {
+    nbdkit_error ("dirtybitmap: %s", err.msg);
+    goto err;
+  }
   nbdkit_debug ("dirtybitmap: %s: %zu bitmaps, %zu recording, "
                 "durability=%s%s", cfg->path, s->nr_named, s->nr_recording,
                 cfg->durability == BMF_STRICT ? "strict" :
@@ -449,7 +451,7 @@ store_close (void)
     return;
   pthread_mutex_lock (&meta_lock);
   if (!readonly) {
-    bmf_set_live (file, false);
+    bmf_set_live (file, false, &err);
     if (!failed && !dur_failed () && bmf_sync (file) == -1) {
       nbdkit_error ("dirtybitmap: %s: fdatasync: %m", bmf_path (file));
       failed = true;

@@ -25,6 +25,12 @@ struct bmf {
   struct bmf_region *reserved;  /* never reused by this process */
   size_t nr_reserved;
   bool live;                    /* bmf_set_live */
+  /* From bmf_set_live on, commits sync through a descriptor of their
+   * own (txn-sync.c): the kernel reports a failed write-back once to
+   * each open file, and a sync of the writers (bmf_sync) must not take
+   * the report a commit needs.  -1 until then.
+   */
+  int sync_fd;
 };
 
 /* Read and validate the header and directory of the open file fd:

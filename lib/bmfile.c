@@ -326,6 +326,7 @@ new_bmf (const char *path, int fd, enum bmf_lock lock, struct bmerr *err)
     return NULL;
   }
   f->fd = fd;
+  f->sync_fd = -1;
   f->lock = lock;
   return f;
 }
@@ -497,6 +498,8 @@ bmf_close (struct bmf *f)
     return;
   if (f->tmp_path)
     unlink (f->tmp_path);
+  if (f->sync_fd >= 0)
+    close (f->sync_fd);
   close (f->fd);              /* releases the lock */
   bmf_state_free (&f->st);
   free (f->reserved);

@@ -44,6 +44,7 @@
 
 #include <config.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
@@ -55,10 +56,33 @@
 #include "txn-impl.h"
 #include "util.h"
 
-void
-bmf_set_live (struct bmf *f, bool live)
+int
+bmf_set_live (struct bmf *f, bool live, struct bmerr *err)
 {
+  char proc[64];
+
+  if (live && f->sync_fd == -1) {
+    /* Another open file of the same file, even if its name has gone.
+     * For writing: msync syncs only the shared mappings of a file open
+     * for writing (those of one open read-only are private).
+     */
+    snprintf (proc, sizeof proc, "/proc/self/fd/%d", f->fd);
+    f->sync_fd = open (proc, O_RDWR | O_CLOEXEC);
+    if (f->sync_fd == -1) {
+      bmerr_set (err, errno, "%s: open %s: %s", f->path, proc,
+                 strerror (errno));
+      return -1;
+    }
+  }
   f->live = live;
+  return 0;
+}
+
+/* The descriptor that commits sync through. */
+static int
+commit_fd (const struct bmf *f)
+{
+  return f->sync_fd >= 0 ? f->sync_fd : f->fd;
 }
 
 static bool
@@ -121,7 +145,7 @@ sync_range (struct bmf *f, uint64_t offset, uint64_t length)
   int r;
 
   length += offset - start;
-  p = mmap (NULL, length, PROT_READ, MAP_SHARED, f->fd, start);
+  p = mmap (NULL, length, PROT_READ, MAP_SHARED, commit_fd (f), start);
   if (p == MAP_FAILED)
     return -1;
   r = msync (p, length, MS_SYNC);
@@ -177,10 +201,11 @@ sync_all (struct bmf *f, struct to_sync *ts)
   int r = 0;
 
   for (i = 0; r == 0 && i + 1 < ts->n; ++i)
-    r = sync_file_range (f->fd, ts->r[i].offset, ts->r[i].length,
+    r = sync_file_range (commit_fd (f), ts->r[i].offset, ts->r[i].length,
                          SYNC_FILE_RANGE_WRITE);
   for (i = 0; r == 0 && i + 1 < ts->n; ++i)
-    r = sync_file_range (f->fd, ts->r[i].offset, ts->r[i].length, wait);
+    r = sync_file_range (commit_fd (f), ts->r[i].offset, ts->r[i].length,
+                         wait);
   if (r == 0 && ts->n)
     r = sync_range (f, ts->r[ts->n - 1].offset, ts->r[ts->n - 1].length);
   free (ts->r);
@@ -243,7 +268,7 @@ txn_sync_before_header (struct bmf_txn *t, struct bmerr *err)
   struct to_sync ts = { 0 };
 
   if (!t->f->live) {
-    if (fdatasync (t->f->fd) == 0)
+    if (fdatasync (commit_fd (t->f)) == 0)
       return 0;
     goto err;
   }
@@ -284,7 +309,7 @@ int
 txn_sync_header (struct bmf_txn *t, int slot)
 {
   if (!t->f->live)
-    return fdatasync (t->f->fd);
+    return fdatasync (commit_fd (t->f));
   return sync_range (t->f, (uint64_t) slot * BMF_HEADER_SLOT,
                      BMF_HEADER_SLOT);
 }

@@ -64,9 +64,11 @@ extern void bmf_txn_set_disk_id (struct bmf_txn *t,
 /* The file is served, and writers set bits in it (txn-sync.c): from
  * now on commits sync only what the new header needs that may not be
  * on stable storage yet, not the whole file.  Not while a commit must
- * make every bit durable (at startup and at close).
+ * make every bit durable (at startup and at close).  The first call
+ * opens the descriptor commits sync through (bmfile-impl.h): -1 with
+ * err if it cannot.
  */
-extern void bmf_set_live (struct bmf *f, bool live);
+extern int bmf_set_live (struct bmf *f, bool live, struct bmerr *err);
 
 /* Commit and free t.  On error the file keeps its previous state. */
 extern int bmf_txn_commit (struct bmf_txn *t, struct bmerr *err);
