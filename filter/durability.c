@@ -3,15 +3,16 @@
  *
  * `synced` is the highest ticket known to be on stable storage.  A
  * flush, a FUA write, or (with durability=strict) the first touch of a
- * granule waits until synced reaches its ticket.  A ticket is taken
- * after the bits it stands for are set (under the bits lock): a sync
- * covers the tickets taken when it starts, so it writes their bits.
- * (Taken before, a sync starting between the two would cover the
- * ticket and miss the bits.)  A request that finds its bits already
- * set lock-free finds them in a view (tracker.c), which is set after
- * the ticket is taken: the last ticket covers them.  One waiter runs
- * fdatasync for all the tickets taken so far while the others wait on
- * `cond`; they all return together (group commit).
+ * granule waits until synced reaches its ticket.  A writer takes its
+ * ticket and then sets its bits, both under the bits lock (tracker.c),
+ * so a request that finds its bits already set lock-free is covered by
+ * any later ticket.  A sync reads the tickets it covers under the bits
+ * lock too, so that every one of them has its bits set when it starts:
+ * read without it, between a writer's ticket and its bits, the sync
+ * would cover the ticket and miss the bits, and the writer would not
+ * wait for them.  One waiter runs fdatasync for all the tickets taken
+ * so far while the others wait on `cond`; they all return together
+ * (group commit).  No caller may hold the bits lock.
  *
  * After a failed fdatasync the kernel may have dropped pages it could
  * not write: from then on every sync fails, and the owner of the file
@@ -28,6 +29,7 @@
 #include <nbdkit-filter.h>
 
 #include "durability.h"
+#include "tracker.h"
 
 extern int dirtybitmap_debug_verbose;
 
@@ -93,8 +95,10 @@ dur_sync_to (uint64_t target)
       continue;
     }
     syncing = true;
-    upto = dur_requested ();
     pthread_mutex_unlock (&lock);
+    tracker_lock ();
+    upto = dur_requested ();
+    tracker_unlock ();
     r = bmf_sync (file);
     if (r == -1)
       nbdkit_error ("dirtybitmap: %s: fdatasync: %m", bmf_path (file));

@@ -18,18 +18,16 @@ extern void dur_init (struct bmf *file, enum bmf_durability mode,
                       void (*on_failure) (void));
 extern enum bmf_durability dur_mode (void);
 
-/* Take a ticket after setting bits: once dur_sync_to reaches it,
- * every bit set before it was taken is on stable storage.
+/* Take a ticket, then set bits, under the bits lock: once
+ * dur_sync_to reaches it, those bits are on stable storage.
  */
 extern uint64_t dur_take_ticket (void);
-/* The last ticket taken (under the bits lock: every bit set so far is
- * covered by it).
- */
+/* The last ticket taken. */
 extern uint64_t dur_requested (void);
 
 /* Wait until every ticket up to target is on stable storage, one
- * fdatasync for all waiters (group commit).  -1 once a sync has
- * failed: bits may have been lost.
+ * fdatasync for all waiters (group commit).  Not with the bits lock
+ * held.  -1 once a sync has failed: bits may have been lost.
  */
 extern int dur_sync_to (uint64_t target);
 

@@ -556,8 +556,8 @@ tracker_track (uint64_t offset, uint32_t count, bool fua, int *err)
       (!coarse || coarse_all_durable (s, offset, count))) {
     if (strict || !fua)
       return 0;
-    /* The views it found the bits in are set after their writer's
-     * ticket is taken: the last ticket now covers them.
+    /* The bits it found were set after their writer took its ticket:
+     * the last ticket covers them.
      */
     if (dur_sync_to (dur_requested ()) == 0)
       return 0;
@@ -567,11 +567,14 @@ tracker_track (uint64_t offset, uint32_t count, bool fua, int *err)
   prefault (s, offset, count);
   pthread_mutex_lock (&bits_lock);
   s = current;
-  set_bits_locked (s, offset, count);
-  /* The ticket after the bits, and before the views: a sync that
-   * covers it started after they were set, so it writes them.
+  /* The ticket before the bits: a lock-free reader that finds them
+   * (in a view, or in the bitmap itself when it is its own view) is
+   * covered by the last ticket.  A sync covers the tickets taken
+   * before it reads them under this lock (durability.c), so their
+   * bits are set by then.
    */
   ticket = dur_take_ticket ();
+  set_bits_locked (s, offset, count);
   if (!strict)
     set_views_locked (s, offset, count);
   sync = strict || fua || (coarse && !coarse_all_durable (s, offset, count));

@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# With durability=strict, a write to a new granule goes down only once
-# its bit is on stable storage, even when another request's sync (a
-# flush, a FUA write, another first touch: group commit) runs while
-# the write is setting its bits.  A sync covers the tickets taken when
-# it starts; a ticket taken before the bits are set would let a sync
-# that started between the two cover the ticket but not the bits, and
-# the write would go down with its bit in the page cache only.
+# A write that must have its bit on stable storage before it completes
+# (with durability=strict, a write to a new granule; in any mode, a
+# FUA write) has it there, even when another request runs the group
+# commit while a writer is between taking its ticket and setting its
+# bits, or between setting them and leaving the bits lock.
 #
-# gdb holds the writer inside that window (at its first bits_set_range)
-# and runs, from there, the sync another request would run then.  The
-# bitmap file lives on an ext4 file system on a loop device; once the
-# write has completed, a copy of the loop device's backing file is
-# what a power loss would leave, and b0 there must have the write.
+# gdb (non-stop: only the writer stops) holds a writer there while
+# another request goes on.  The bitmap file lives on ext4 on a loop
+# device; once the requests have completed, a copy of the loop
+# device's backing file is what a power loss would leave, and b0 there
+# must have the granule.
+#
+#   strict: the writer is held as it starts setting its bits (its
+#           ticket taken), and a flush comes: that flush's sync must not
+#           count the writer's ticket as synced without its bits, or the
+#           writer would not wait for them.
+#   fua:    (durability=flush, one bitmap: its own view) the writer is
+#           held once its bits are set, and a FUA write to the same
+#           granule comes: it finds the bit set, and must not complete
+#           before a sync that covers it.
 source ./functions.sh
 set -e
 set -x
@@ -33,50 +40,103 @@ cleanup_fn umount -l "$PWD/mnt"
 truncate -s 64M disk.img
 uri="nbd+unix:///?socket=$PWD/nbd.sock"
 
-start_nbdkit -P "$PWD/pid" -U nbd.sock --filter="$FILTER" file disk.img \
-             bitmap-file="$PWD/mnt/disk.bitmaps" bitmap=b0 action=add \
-             granularity=4K durability=strict
-pid=$(cat pid)
-# The first write of the run records the open state: not this one.
-nbdsh -u "$uri" -c 'h.pwrite(b"a" * 4096, 0)'
+# The other request, from a connection made before gdb attaches (a new
+# connection needs a new thread, which waits for gdb while it runs
+# shell commands): it starts when the file go appears, and writes done
+# when it has completed.
+cat > other.py <<'EOF'
+import nbd, os, sys, time
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+open("connected", "w").close()
+while not os.path.exists("go"):
+    time.sleep(0.05)
+if sys.argv[2] == "flush":
+    h.flush()
+else:
+    h.pwrite(b"c" * 512, (1 << 20) + 512, nbd.CMD_FLAG_FUA)
+open("done", "w").close()
+EOF
 
-cat > race.gdb <<'EOF'
+# run CASE DURABILITY AFTER-BREAK OTHER-REQUEST
+run ()
+{
+    local case=$1 pid gdb_pid other_pid loop2
+    rm -f mnt/disk.bitmaps nbd.sock connected go done
+    start_nbdkit -P "$PWD/pid" -U nbd.sock --filter="$FILTER" file disk.img \
+                 bitmap-file="$PWD/mnt/disk.bitmaps" bitmap=b0 action=add \
+                 granularity=4K durability=$2
+    pid=$(cat pid)
+    # The first write of the run records the open state: not this one.
+    # After the flush, every ticket taken is synced.
+    nbdsh -u "$uri" -c 'h.pwrite(b"a" * 4096, 0)' -c 'h.flush()'
+    python3 other.py "$uri" $4 &
+    other_pid=$!
+    for (( i = 0; i < 100; ++i )); do
+        [ -e connected ] && break
+        sleep 0.1
+    done
+    test -e connected
+
+    cat > $case.gdb <<EOF
 set pagination off
 set confirm off
 break bits_set_range
-echo ready\n
-continue
-call (int) dur_sync_to ((unsigned long) dur_requested ())
+echo ready\\n
+python
+# Until the writer is at the breakpoint (other threads may report
+# stops of their own first), and select it.
+def at_breakpoint():
+    for t in gdb.selected_inferior().threads():
+        if t.is_stopped():
+            t.switch()
+            if gdb.selected_frame().name() == "bits_set_range":
+                return True
+    return False
+gdb.execute("continue -a")
+while not at_breakpoint():
+    gdb.execute("continue -a")
+end
+$3
 delete
+shell touch go
+shell sleep 2
+shell test -e done && echo "other request: done while held" || echo "other request: waiting"
+continue -a &
+shell sleep 1
 detach
 quit
 EOF
-gdb -q -batch -p "$pid" -x race.gdb > gdb.log 2>&1 &
-gdb_pid=$!
-cleanup_fn sh -c "kill $gdb_pid 2>/dev/null; :"
-for (( i = 0; i < 300; ++i )); do
-    grep -q '^ready' gdb.log && break
-    sleep 0.1
-done
-grep -q '^ready' gdb.log
-nbdsh -u "$uri" -c 'h.pwrite(b"b" * 4096, 1 << 20)'
-wait $gdb_pid
-cat gdb.log
-# gdb stopped the writer in bits_set_range and ran the sync there.
-grep -F 'Breakpoint 1, bits_set_range' gdb.log
-grep -E '^\$1 = 0$' gdb.log
+    gdb -q -batch -iex 'set non-stop on' -p "$pid" -x $case.gdb \
+        > $case.log 2>&1 &
+    gdb_pid=$!
+    cleanup_fn sh -c "kill $gdb_pid $other_pid 2>/dev/null; :"
+    for (( i = 0; i < 300; ++i )); do
+        grep -q '^ready' $case.log && break
+        sleep 0.1
+    done
+    grep -q '^ready' $case.log
+    nbdsh -u "$uri" -c 'h.pwrite(b"b" * 4096, 1 << 20)'
+    wait $gdb_pid
+    wait $other_pid
+    cat $case.log
+    grep -F 'hit Breakpoint 1, bits_set_range' $case.log
 
-# What the device holds now: the write's granule is dirty in b0.
-cp --sparse=always lo.img snap.img
-kill_nbdkit "$pid"
-loop2=$(losetup -f --show snap.img)
-cleanup_fn losetup -d "$loop2"
-mkdir snap
-mount "$loop2" snap
-cleanup_fn umount -l "$PWD/snap"
-dirtybitmap map -U snap/disk.bitmaps b0 | awk '$3 == 0' > map
-cat map
-expect map <<'EOF'
+    # What the device holds now: the write's granule is dirty in b0.
+    cp --sparse=always lo.img $case.img
+    kill_nbdkit "$pid"
+    loop2=$(losetup -f --show $case.img)
+    cleanup_fn losetup -d "$loop2"
+    mkdir $case
+    mount "$loop2" $case
+    cleanup_fn umount -l "$PWD/$case"
+    dirtybitmap map -U $case/disk.bitmaps b0 | awk '$3 == 0' > $case.map
+    cat $case.map
+    expect $case.map <<'EOF'
          0        4096    0  data
    1048576        4096    0  data
 EOF
+}
+
+run strict strict '' flush
+run fua flush finish fua
