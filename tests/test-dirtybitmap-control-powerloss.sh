@@ -18,18 +18,10 @@ set -e
 set -x
 requires_dirtybitmap_filter
 requires strace -V
-requires mkfs.ext4 -V
-requires test "$(id -u)" -eq 0
 requires unshare -m -- sh -c 'mount --bind /dev/null /proc/sys/kernel/random/boot_id'
-truncate -s 64M lo.img
-requires sh -c 'l=$(losetup -f --show lo.img) && losetup -d $l'
+requires_loop_ext4 lo.img
 
-loop=$(losetup -f --show lo.img)
-cleanup_fn losetup -d "$loop"
-mkfs.ext4 -q -F "$loop"
-mkdir mnt
-mount "$loop" mnt
-cleanup_fn umount -l "$PWD/mnt"
+mount_loop_ext4 lo.img mnt
 truncate -s 64M disk.img
 control="$abs_top_srcdir/tests/control.py"
 

@@ -25,18 +25,10 @@ set -e
 set -x
 requires_dirtybitmap_filter
 requires gdb --version
-requires mkfs.ext4 -V
 requires python3 -c 'import nbd'
-requires test "$(id -u)" -eq 0
-truncate -s 64M lo.img
-requires sh -c 'l=$(losetup -f --show lo.img) && losetup -d $l'
+requires_loop_ext4 lo.img
 
-loop=$(losetup -f --show lo.img)
-cleanup_fn losetup -d "$loop"
-mkfs.ext4 -q -F "$loop"
-mkdir mnt
-mount "$loop" mnt
-cleanup_fn umount -l "$PWD/mnt"
+mount_loop_ext4 lo.img mnt
 truncate -s 64M disk.img
 uri="nbd+unix:///?socket=$PWD/nbd.sock"
 
