@@ -564,8 +564,8 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
   }
   /* The header, writes going on: the bitmaps that stop recording get
    * their last bits from the transitional set, so the header says
-   * they settle (txn-sync.c), and retire_sets syncs them once no
-   * request can set them.  The final set takes over only once the
+   * they settle (txn-sync.c), and settle syncs them once no request
+   * can set them.  The final set takes over only once the
    * header is durable: until then a crash may leave the old header
    * current, whose bitmaps need every bit.
    */
@@ -594,27 +594,33 @@ commit_live_locked (int (*apply) (struct bmf_txn **t, void *opaque,
   return -1;
 }
 
-/* Step 4: once no request can use them, free the retired sets, and
- * settle the bitmaps that stopped recording (stopped: the transaction
- * stopped some): their bits are final now (txn-sync.c).  -1 with err
- * if they cannot be made durable, or if a failed sync made every
- * bitmap inconsistent meanwhile: the reply must not say they stopped
- * sound.
+/* Step 4: once no request can use them, free the retired sets. */
+static void
+retire_sets (struct bitmap_set **retire)
+{
+  if (retire[0] == NULL && retire[1] == NULL)
+    return;
+  inflight_grace ();
+  pthread_mutex_lock (&meta_lock);
+  set_free (file, retire[0]);
+  set_free (file, retire[1]);
+  pthread_mutex_unlock (&meta_lock);
+}
+
+/* Step 5, after step 4 for a transaction that stopped bitmaps: settle
+ * them, since their bits are final now (txn-sync.c).  -1 with err if
+ * they cannot be made durable, or if a failed sync made every bitmap
+ * inconsistent meanwhile: the reply must not say they stopped sound.
  */
 static int
-retire_sets (struct bitmap_set **retire, bool stopped, struct bmerr *err)
+settle (struct bmerr *err)
 {
   struct bmf_txn *t;
   struct bmerr e;
   int r = 0;
 
-  if (retire[0] == NULL && retire[1] == NULL)
-    return 0;
-  inflight_grace ();
   pthread_mutex_lock (&meta_lock);
-  set_free (file, retire[0]);
-  set_free (file, retire[1]);
-  if (stopped && !failed && bmf_settling (file)) {
+  if (!failed && bmf_settling (file)) {
     t = bmf_txn_begin (file, false, &e);
     if (t)
       bmf_txn_settle (t);
@@ -624,7 +630,7 @@ retire_sets (struct bitmap_set **retire, bool stopped, struct bmerr *err)
                       "cannot be made durable");
     }
   }
-  if (stopped && failed) {
+  if (failed) {
     bmerr_set (err, EIO, "%s: the bits of the bitmaps that stopped "
                "recording cannot be made durable (a sync of the file "
                "failed): every enabled bitmap is now inconsistent: take "
@@ -672,7 +678,7 @@ resize_readonly (uint64_t disk_size)
                   PRIu64 " (read-only: not recorded)", disk_size,
                   s->disk_size);
   pthread_mutex_unlock (&meta_lock);
-  retire_sets (retire, false, &err);
+  retire_sets (retire);
   return 0;
 }
 
@@ -708,7 +714,7 @@ store_resize (uint64_t disk_size)
                     " bytes: %s", disk_size, err.msg);
   }
   pthread_mutex_unlock (&meta_lock);
-  retire_sets (retire, false, &err);
+  retire_sets (retire);
   return r;
 }
 
@@ -776,12 +782,9 @@ store_transaction (struct action *acts, size_t n, struct bmerr *err)
   }
   stopped = r == 0 && bmf_settling (file);
   pthread_mutex_unlock (&meta_lock);
-  if (r == 0)
-    r = retire_sets (retire, stopped, err);
-  else {
-    struct bmerr ignored;
-    retire_sets (retire, false, &ignored);
-  }
+  retire_sets (retire);
+  if (stopped)
+    r = settle (err);
   return r;
 }
 
