@@ -24,6 +24,7 @@
 #include "connections.h"
 #include "control.h"
 #include "inflight.h"
+#include "liveness.h"
 #include "msg.h"
 #include "params.h"
 #include "store.h"
@@ -183,6 +184,10 @@ dirtybitmap_after_fork (nbdkit_backend *b)
                   err.msg);
     return -1;
   }
+  if (liveness_start (store_alive) == -1) {
+    nbdkit_error ("dirtybitmap: cannot start the liveness thread: %m");
+    return -1;
+  }
   return 0;
 }
 
@@ -190,6 +195,7 @@ static void
 dirtybitmap_cleanup (nbdkit_backend *b)
 {
   control_close ();
+  liveness_stop ();
   store_close ();
 }
 

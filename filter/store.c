@@ -64,6 +64,7 @@
 #include <nbdkit-filter.h>
 
 #include "durability.h"
+#include "identity.h"
 #include "inflight.h"
 #include "selection.h"
 #include "shadow.h"
@@ -120,9 +121,32 @@ sync_failed (void)
   pthread_mutex_unlock (&meta_lock);
 }
 
+/* Renew the liveness record of a run that writes (identity.h): a
+ * failure only makes a start after a crash see this run's writes as
+ * made without the filter.  Called with meta_lock held.
+ */
+static void
+alive_locked (void)
+{
+  struct bmerr err;
+
+  if (open_recorded && !failed && bmf_alive (file, &err) == -1)
+    nbdkit_debug ("dirtybitmap: %s", err.msg);
+}
+
+void
+store_alive (void)
+{
+  pthread_mutex_lock (&meta_lock);
+  if (file)
+    alive_locked ();
+  pthread_mutex_unlock (&meta_lock);
+}
+
 /* Before the first bit of this run is set: record in the file that
  * it is open, by which boot and in which mode (for reboot detection),
- * and that the disk's identity at the last clean stop no longer holds.
+ * and until when this server is alive (identity.h): the disk's
+ * identity no longer holds.
  */
 static int
 first_write (void)
@@ -136,61 +160,20 @@ first_write (void)
     t = bmf_txn_begin (file, false, &err);
     if (t) {
       bmf_txn_set_open (t, true, dur_mode ());
-      bmf_txn_set_disk_id (t, NULL);
+      bmf_txn_disk_open (t);
     }
     if (t == NULL || bmf_txn_commit (t, &err) == -1) {
       nbdkit_error ("dirtybitmap: %s", err.msg);
       condemn_locked ("recording that the file is in use failed");
       r = -1;
     }
-    else
+    else {
       open_recorded = true;
+      alive_locked ();
+    }
   }
   pthread_mutex_unlock (&meta_lock);
   return r;
-}
-
-/*----------------------------------------------------------------------
- * The disk's identity: outside writes.
- */
-
-static int
-disk_id_now (struct bmf_disk_id *id)
-{
-  struct stat sb;
-
-  if (disk_file == NULL || stat (disk_file, &sb) == -1)
-    return -1;
-  *id = (struct bmf_disk_id) {
-    .dev = sb.st_dev, .ino = sb.st_ino, .size = sb.st_size,
-    .mtime_ns = sb.st_mtim.tv_sec * INT64_C (1000000000) +
-                sb.st_mtim.tv_nsec,
-  };
-  return 0;
-}
-
-/* Compared by size and modification time only: a reboot may change
- * the device number, and a copy that keeps the time (cp -p, rsync -t)
- * of a disk moved with its bitmap file is the same disk.
- */
-static bool
-same_disk (const struct bmf_disk_id *a, const struct bmf_disk_id *b)
-{
-  return a->size == b->size && a->mtime_ns == b->mtime_ns;
-}
-
-/* Whether the disk was written since the last clean stop, when the
- * file recorded its identity: then *now is what it is now.
- */
-static bool
-written_outside (struct bmf_disk_id *now)
-{
-  const struct bmf_state *st = bmf_state (file);
-
-  if (!st->has_disk_id || disk_id_now (now) == -1 ||
-      same_disk (&st->disk_id, now))
-    return false;
-  return true;
 }
 
 /*----------------------------------------------------------------------
@@ -325,10 +308,10 @@ store_open (const struct store_config *cfg)
   struct bmf *merge = NULL;
   struct bmf_txn *t = NULL;
   struct bitmap_set *s;
-  struct bmf_disk_id now;
+  enum bmf_disk_verdict verdict;
   const char *sel;
-  struct bmerr err;
-  bool created, outside;
+  struct bmerr err, why;
+  bool created;
 
   readonly = cfg->readonly;
   disk_file = cfg->disk_file;
@@ -339,27 +322,22 @@ store_open (const struct store_config *cfg)
   dur_init (file, cfg->durability, sync_failed);
   tracker_init (first_write);
 
-  outside = written_outside (&now);
-  if (outside) {
+  verdict = bmf_check_disk (file, disk_file, &why);
+  if (verdict == BMF_DISK_WRITTEN || verdict == BMF_DISK_UNKNOWN) {
     if (readonly) {
-      nbdkit_error ("dirtybitmap: %s was written without the filter since "
-                    "its bitmaps last recorded it (its size or modification "
-                    "time changed): the bitmaps cannot be trusted, and a "
+      nbdkit_error ("dirtybitmap: %s: the bitmaps cannot be trusted, and a "
                     "read-only server cannot mark them: start it writable "
-                    "once, then take a full backup", disk_file);
+                    "once, then take a full backup", why.msg);
       goto err;
     }
-    nbdkit_error ("dirtybitmap: %s was written without the filter since "
-                  "its bitmaps last recorded it (its size or modification "
-                  "time changed): every enabled bitmap is now "
-                  "inconsistent: take a full backup", disk_file);
+    nbdkit_error ("dirtybitmap: %s: every enabled bitmap is now "
+                  "inconsistent: take a full backup", why.msg);
     /* Recorded at once, whatever becomes of this start; the disk as it
      * is now is where bitmaps added from here on start.
      */
-    bmf_condemn_enabled (file);
     t = bmf_txn_begin (file, false, &err);
     if (t)
-      bmf_txn_set_disk_id (t, &now);
+      bmf_txn_disk_seen (t, disk_file);
     if (t == NULL || bmf_txn_commit (t, &err) == -1 ||
         (created && bmf_publish (file, &err) == -1)) {
       t = NULL;
@@ -388,6 +366,8 @@ store_open (const struct store_config *cfg)
      * mark it left (a crash) can go.
      */
     bmf_txn_set_open (t, false, cfg->durability);
+    /* The disk as it is now: judged above, and not yet written. */
+    bmf_txn_disk_seen (t, disk_file);
     /* Shadows only while a coarse run keeps them exact. */
     if (bmf_txn_set_shadows (t, cfg->durability == BMF_COARSE ?
                              cfg->cgbits : 0, &err) == -1) {
@@ -443,7 +423,6 @@ void
 store_close (void)
 {
   struct bitmap_set *s;
-  struct bmf_disk_id id;
   struct bmerr err;
   struct bmf_txn *t;
 
@@ -457,24 +436,21 @@ store_close (void)
       failed = true;
     }
     failed |= dur_failed ();
-    if (open_recorded || failed) {
-      t = bmf_txn_begin (file, false, &err);
-      if (t) {
-        /* Bits may be lost: say so rather than leave bitmaps that lie. */
-        if (failed)
-          bmf_txn_mark_enabled_inconsistent (t);
-        bmf_txn_set_open (t, false, dur_mode ());
-        /* What this run wrote is the disk's last state written
-         * through the filter: a later start checks it.
-         */
-        if (!failed && disk_id_now (&id) == 0)
-          bmf_txn_set_disk_id (t, &id);
-      }
-      if (t && bmf_txn_commit (t, &err) == 0)
-        nbdkit_debug ("dirtybitmap: %s: closed cleanly", bmf_path (file));
-      else
-        nbdkit_error ("dirtybitmap: %s", err.msg);
+    /* Every clean stop of a writable server records the disk, whatever
+     * the run did (identity.h).
+     */
+    t = bmf_txn_begin (file, false, &err);
+    if (t) {
+      /* Bits may be lost: say so rather than leave bitmaps that lie. */
+      if (failed)
+        bmf_txn_mark_enabled_inconsistent (t);
+      bmf_txn_set_open (t, false, dur_mode ());
+      bmf_txn_disk_seen (t, disk_file);
     }
+    if (t && bmf_txn_commit (t, &err) == 0)
+      nbdkit_debug ("dirtybitmap: %s: closed cleanly", bmf_path (file));
+    else
+      nbdkit_error ("dirtybitmap: %s", err.msg);
   }
   s = tracker_current ();
   tracker_publish (NULL);

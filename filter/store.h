@@ -36,6 +36,11 @@ struct store_config {
  */
 extern int store_open (const struct store_config *cfg);
 
+/* Every BMF_ALIVE_PERIOD while serving (liveness.h): renew the
+ * liveness record of a run that writes.
+ */
+extern void store_alive (void);
+
 /* At .cleanup: sync, record the clean close, unmap, unlock. */
 extern void store_close (void);
 

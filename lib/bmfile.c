@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 
 #include "bmfile-impl.h"
+#include "identity.h"
 #include "msg.h"
 #include "recover.h"
 #include "shadow.h"
@@ -213,6 +214,7 @@ static void
 mark_after_crash (struct bmf *f)
 {
   char boot[BMF_BOOT_ID_LEN];
+  unsigned char alive[BMF_ALIVE_LENGTH];
   size_t i;
 
   if (!f->st.open)
@@ -224,6 +226,9 @@ mark_after_crash (struct bmf *f)
             f->path, f->st.open_pid,
             f->rebooted ? "machine restarted since" : "same boot",
             mode_name (f->st.open_mode));
+  bmf_disk_after_crash (&f->st, f->rebooted,
+                        pread (f->fd, alive, sizeof alive, BMF_ALIVE_OFFSET)
+                        == sizeof alive ? alive : NULL);
   if (!f->rebooted || f->st.open_mode == BMF_STRICT)
     return;
   if (f->st.open_mode == BMF_COARSE) {

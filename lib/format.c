@@ -60,6 +60,7 @@ static const char magic[8] = { 'D', 'I', 'R', 'T', 'Y', 'B', 'M', 'P' };
 #define H_SH_LENGTH  168
 #define H_SH_CRC     172
 #define H_SH_CGBITS  176
+#define H_SEEN       184
 #define H_CRC        252
 
 /* Each field ends before the next begins, and all fit in the part of
@@ -69,8 +70,10 @@ _Static_assert (H_BOOT_ID + BMF_BOOT_ID_LEN <= H_COMPAT,
                 "the boot id overlaps the compatible features");
 _Static_assert (H_ID_MTIME + 8 <= H_SH_OFFSET,
                 "the disk id overlaps the shadow fields");
-_Static_assert (H_SH_CGBITS + 4 <= H_CRC,
-                "the shadow fields overlap the CRC");
+_Static_assert (H_SH_CGBITS + 4 <= H_SEEN,
+                "the shadow fields overlap the seen time");
+_Static_assert (H_SEEN + 8 <= H_CRC,
+                "the seen time overlaps the CRC");
 _Static_assert (H_CRC + 4 == BMF_HEADER_LENGTH,
                 "the CRC must end the used part of the slot");
 _Static_assert (BMF_HEADER_LENGTH <= BMF_HEADER_SLOT,
@@ -193,6 +196,36 @@ bmf_problem (struct bmf_problems *p, const char *fs, ...)
 }
 
 /*----------------------------------------------------------------------
+ * The liveness record: magic, process id, alive until, zero, CRC-32C
+ * of the 28 bytes before it.
+ */
+
+static const char alive_magic[8] = { 'D', 'B', 'M', 'A', 'L', 'I', 'V', 'E' };
+
+void
+bmf_encode_alive (uint64_t pid, int64_t until_ns,
+                  unsigned char buf[BMF_ALIVE_LENGTH])
+{
+  memset (buf, 0, BMF_ALIVE_LENGTH);
+  memcpy (buf, alive_magic, 8);
+  put_le64 (buf + 8, pid);
+  put_le64 (buf + 16, until_ns);
+  put_le32 (buf + 28, crc32c (buf, 28));
+}
+
+int
+bmf_decode_alive (const unsigned char buf[BMF_ALIVE_LENGTH],
+                  uint64_t *pid, int64_t *until_ns)
+{
+  if (memcmp (buf, alive_magic, 8) != 0 ||
+      get_le32 (buf + 28) != crc32c (buf, 28))
+    return -1;
+  *pid = get_le64 (buf + 8);
+  *until_ns = get_le64 (buf + 16);
+  return 0;
+}
+
+/*----------------------------------------------------------------------
  * Header slots.
  */
 
@@ -201,7 +234,8 @@ bmf_encode_header (const struct bmf_state *st, uint32_t dir_crc,
                    uint32_t shadow_crc, unsigned char buf[BMF_HEADER_SLOT])
 {
   uint32_t compat = (st->has_disk_id ? BMF_COMPAT_DISK_ID : 0) |
-    (st->has_shadows ? BMF_COMPAT_SHADOWS : 0);
+    (st->has_shadows ? BMF_COMPAT_SHADOWS : 0) |
+    (st->has_seen ? BMF_COMPAT_SEEN : 0);
 
   memset (buf, 0, BMF_HEADER_SLOT);
   memcpy (buf + H_MAGIC, magic, 8);
@@ -235,6 +269,8 @@ bmf_encode_header (const struct bmf_state *st, uint32_t dir_crc,
     put_le32 (buf + H_SH_CRC, shadow_crc);
     put_le32 (buf + H_SH_CGBITS, st->cgbits);
   }
+  if (st->has_seen)
+    put_le64 (buf + H_SEEN, st->seen_ns);
   put_le32 (buf + H_CRC, crc32c (buf, H_CRC));
 }
 
@@ -300,6 +336,10 @@ bmf_decode_slot (const unsigned char *buf, size_t got, struct bmf_slot *s)
     st->shadow_table_length = get_le32 (buf + H_SH_LENGTH);
     s->shadow_crc = get_le32 (buf + H_SH_CRC);
     st->cgbits = get_le32 (buf + H_SH_CGBITS);
+  }
+  if (compat & BMF_COMPAT_SEEN) {
+    st->has_seen = true;
+    st->seen_ns = get_le64 (buf + H_SEEN);
   }
 
   if (hlen != BMF_HEADER_LENGTH)

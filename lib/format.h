@@ -55,7 +55,16 @@
  */
 #define BMF_COMPAT_DISK_ID  1           /* the disk's identity at a clean stop */
 #define BMF_COMPAT_SHADOWS  2           /* coarse shadows (shadow.h) */
-#define BMF_COMPAT_FEATURES (BMF_COMPAT_DISK_ID | BMF_COMPAT_SHADOWS)
+#define BMF_COMPAT_SEEN     4           /* the disk's writes known until */
+#define BMF_COMPAT_FEATURES \
+  (BMF_COMPAT_DISK_ID | BMF_COMPAT_SHADOWS | BMF_COMPAT_SEEN)
+
+/* The liveness record (identity.h): a server that writes the disk
+ * says, at this offset of the file and without a commit, until when it
+ * is surely alive.
+ */
+#define BMF_ALIVE_OFFSET    BMF_HEADER_LENGTH
+#define BMF_ALIVE_LENGTH    32
 
 enum bmf_durability { BMF_FLUSH = 0, BMF_STRICT = 1, BMF_COARSE = 2 };
 #define BMF_MAX_DURABILITY  BMF_COARSE
@@ -95,9 +104,9 @@ struct bmf_bitmap {
   uint64_t recovered;
 };
 
-/* What identifies the disk's last state written through the filter:
- * where the plugin serves a regular file, its device, inode, size and
- * modification time at a clean stop.
+/* What identifies the disk's state when the bitmaps last held every
+ * change of it (identity.h): where the disk is a regular file, its
+ * device, inode, size and modification time.
  */
 struct bmf_disk_id {
   uint64_t dev, ino, size;
@@ -114,6 +123,11 @@ struct bmf_state {
   uint64_t open_pid;
   bool has_disk_id;             /* disk_id is valid */
   struct bmf_disk_id disk_id;
+  /* BMF_COMPAT_SEEN: every write made to the disk before this time
+   * (nanoseconds since the epoch) is in the bitmaps (identity.h).
+   */
+  bool has_seen;
+  int64_t seen_ns;
   uint64_t dir_offset;
   uint32_t dir_length;
   bool has_shadows;             /* BMF_COMPAT_SHADOWS: the fields below */
@@ -183,6 +197,12 @@ extern void bmf_decode_slot (const unsigned char *buf, size_t got,
  */
 extern int bmf_pick_slot (const struct bmf_slot s[2], uint64_t file_size,
                           struct bmf_problems *p);
+
+/* The liveness record: encoded, and decoded (-1 unless it is whole). */
+extern void bmf_encode_alive (uint64_t pid, int64_t until_ns,
+                              unsigned char buf[BMF_ALIVE_LENGTH]);
+extern int bmf_decode_alive (const unsigned char buf[BMF_ALIVE_LENGTH],
+                             uint64_t *pid, int64_t *until_ns);
 
 extern void bmf_encode_header (const struct bmf_state *st, uint32_t dir_crc,
                                uint32_t shadow_crc,

@@ -630,8 +630,12 @@ bmf_txn_finish (struct bmf_txn *t, struct bmerr *err)
                f->path);
     goto err;
   }
-  if (pwrite (f->fd, t->hdr, BMF_HEADER_SLOT, (off_t) slot * BMF_HEADER_SLOT)
-      != BMF_HEADER_SLOT || txn_sync_header (t, slot) == -1) {
+  /* The used part of the slot only: the liveness record follows it
+   * in the first (identity.h).
+   */
+  if (pwrite (f->fd, t->hdr, BMF_HEADER_LENGTH,
+              (off_t) slot * BMF_HEADER_SLOT) != BMF_HEADER_LENGTH ||
+      txn_sync_header (t, slot) == -1) {
     /* The new header may be on disk, and a later commit goes to the
      * same slot: until one succeeds, this header may be the current
      * one after a crash.  Keep every byte it refers to: no truncation

@@ -218,10 +218,11 @@ model = {"b0": set(), "b1": set()}
 size = FULL
 with open("boot-id", "w") as f:
     f.write("0f0f0f0f-1111-4222-8333-%012d\n" % 0)
-tool("bitmap", "--add", "-g", "64K", "--size", str(FULL), BITMAPS, "b0")
-tool("bitmap", "--add", "-g", "64K", BITMAPS, "b1")
+# The disk first: bitmaps trust only a disk that they have seen.
 with open(DISK, "wb") as f:
     f.truncate(FULL)
+tool("bitmap", "--add", "-g", "64K", "--size", str(FULL), BITMAPS, "b0")
+tool("bitmap", "--add", "-g", "64K", BITMAPS, "b1")
 expected_recovered = None
 fine_written = []
 

@@ -118,7 +118,7 @@ is_header_write (const struct logged *c)
 {
   return c->call == C_PWRITE &&
     (c->offset == 0 || c->offset == BMF_HEADER_SLOT) &&
-    c->length == BMF_HEADER_SLOT;
+    c->length == BMF_HEADER_LENGTH;
 }
 
 /* Returns true if the call must fail. */

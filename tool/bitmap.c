@@ -19,6 +19,7 @@
 #include "actions.h"
 #include "control-client.h"
 #include "dirtybitmap.h"
+#include "identity.h"
 #include "util.h"
 
 static void __attribute__ ((noreturn))
@@ -27,7 +28,7 @@ bitmap_usage (int status)
   fprintf (status ? stderr : stdout,
 "Usage: %s bitmap (--add | --remove | --clear | --enable | --disable |\n"
 "                  --merge SRC)... [-b SOURCE_FILE] [-g GRANULARITY]\n"
-"                  [--size SIZE] FILE BITMAP\n"
+"                  [--size SIZE] [--disk DISKFILE] FILE BITMAP\n"
 "       %s bitmap ACTIONS... --control SOCKET BITMAP\n"
 "\n"
 "Apply the actions, in order, to bitmap BITMAP of the bitmap file FILE,\n"
@@ -47,6 +48,9 @@ bitmap_usage (int status)
 "                   (default 64K)\n"
 "  --size SIZE      create FILE, for a disk of SIZE bytes, if it does\n"
 "                   not exist; else SIZE must be its disk size\n"
+"  --disk DISKFILE  the disk that FILE describes (default: FILE less\n"
+"                   \".bitmaps\"), checked for writes made without the\n"
+"                   filter\n"
 "  --control SOCKET the control=SOCKET of a running filter\n"
 "\n"
 "Examples:\n"
@@ -64,6 +68,7 @@ struct opts {
   int64_t granularity;          /* -1: not given */
   int64_t size;                 /* -1: not given */
   const char *control;          /* --control SOCKET, or NULL */
+  const char *disk;             /* --disk DISKFILE, or NULL */
 };
 
 static int
@@ -97,7 +102,8 @@ has (const struct opts *o, enum act_kind kind)
 static int
 parse (int argc, char *argv[], struct opts *o)
 {
-  enum { ADD = 256, REMOVE, CLEAR, ENABLE, DISABLE, MERGE, SIZE, CONTROL };
+  enum { ADD = 256, REMOVE, CLEAR, ENABLE, DISABLE, MERGE, SIZE, CONTROL,
+         DISK };
   static const struct option long_options[] = {
     { "help", no_argument, NULL, 'h' },
     { "add", no_argument, NULL, ADD },
@@ -110,6 +116,7 @@ parse (int argc, char *argv[], struct opts *o)
     { "source-file", required_argument, NULL, 'b' },
     { "size", required_argument, NULL, SIZE },
     { "control", required_argument, NULL, CONTROL },
+    { "disk", required_argument, NULL, DISK },
     { NULL }
   };
   const char *gran = NULL;
@@ -127,6 +134,7 @@ parse (int argc, char *argv[], struct opts *o)
     case MERGE: r = push (o, ACT_MERGE, optarg); break;
     case 'b': o->source_file = optarg; break;
     case CONTROL: o->control = optarg; break;
+    case DISK: o->disk = optarg; break;
     case 'g':
       gran = optarg;
       if ((o->granularity = parse_size (optarg)) == -1)
@@ -152,6 +160,9 @@ parse (int argc, char *argv[], struct opts *o)
   if (o->source_file && !has (o, ACT_MERGE))
     return bad_usage ("bitmap ", "Merge bitmap source file only supported "
                       "with --merge");
+  if (o->control && o->disk)
+    return bad_usage ("bitmap ", "--disk is for FILE: the server knows "
+                      "its disk");
   if (o->control && o->size != -1)
     return bad_usage ("bitmap ", "--size creates FILE: not with --control");
   if (o->control && optind != argc - 1)
@@ -320,6 +331,7 @@ do_bitmap (int argc, char *argv[])
   const struct bmf_state *sst;
   struct bmerr err;
   const char *path;
+  char *disk = NULL;
   size_t i;
   int r;
 
@@ -336,6 +348,8 @@ do_bitmap (int argc, char *argv[])
   if (f == NULL)
     goto out;
   crash_notices (f);
+  disk = find_disk (path, o.disk);
+  judge_disk (f, disk, true);
   if (o.source_file && open_source (f, o.source_file, &src) == -1)
     goto out;
   for (i = 0; i < o.n; ++i) {
@@ -368,6 +382,8 @@ do_bitmap (int argc, char *argv[])
    * the filter starts.
    */
   bmf_txn_set_open (t, false, BMF_FLUSH);
+  /* What the bitmaps hold from now on, judged above (identity.h). */
+  bmf_txn_disk_seen (t, disk);
   r = bmf_txn_commit (t, &err);
   t = NULL;                     /* freed by commit */
   if (r == 0)
@@ -383,6 +399,7 @@ do_bitmap (int argc, char *argv[])
    */
   bmf_close (f);
   bmf_close (src);
+  free (disk);
   free (o.acts);
   return r;
 }

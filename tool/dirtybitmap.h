@@ -25,6 +25,18 @@ extern int do_check (int argc, char *argv[]);
 extern int do_copy (int argc, char *argv[]);
 extern int do_backup (int argc, char *argv[]);
 
+/* The disk file that the bitmap file FILE describes: GIVEN (--disk)
+ * if set, else FILE without ".bitmaps" if that is a regular file, else
+ * NULL (not found, or out of memory).  Free it.
+ */
+extern char *find_disk (const char *file, const char *given);
+
+/* Judge whether disk (NULL: unknown) was written without the filter
+ * (lib/identity.h) and say so: the enabled bitmaps of f are then
+ * inconsistent in memory, which a writing command records.
+ */
+extern void judge_disk (struct bmf *f, const char *disk, bool writing);
+
 /* "--output=human|json": returns 0 human, 1 json, -1 (reported). */
 extern int parse_output (const char *sub, const char *value);
 

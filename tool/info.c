@@ -24,7 +24,7 @@ static void __attribute__ ((noreturn))
 info_usage (int status)
 {
   fprintf (status ? stderr : stdout,
-"Usage: %s info [--output=human|json] [-U] FILE\n"
+"Usage: %s info [--output=human|json] [-U] [--disk DISKFILE] FILE\n"
 "       %s info [--output=human|json] --control SOCKET\n"
 "\n"
 "Show the disk size recorded in the bitmap file FILE and, for each\n"
@@ -34,6 +34,9 @@ info_usage (int status)
 "\n"
 "  --output=json     machine-readable output (see dirtybitmap(1))\n"
 "  -U, --force-share read a file that a running nbdkit holds (a snapshot)\n"
+"  --disk DISKFILE   the disk that FILE describes (default: FILE less\n"
+"                    \".bitmaps\"), checked for writes made without the\n"
+"                    filter\n"
 "  --control SOCKET  the control=SOCKET of a running filter\n",
            prog, prog);
   exit (status);
@@ -119,7 +122,8 @@ file_state (const struct bmf *f, struct info *in)
 }
 
 static int
-from_file (const char *path, bool force, struct info *in)
+from_file (const char *path, bool force, const char *given_disk,
+           struct info *in)
 {
   const struct bmf_state *st;
   struct bmerr err;
@@ -134,6 +138,12 @@ from_file (const char *path, bool force, struct info *in)
       fprintf (stderr, "%s: use -U to read it while it is in use, or "
                "--control SOCKET to ask the server\n", prog);
     return -1;
+  }
+  /* A server that holds the file is the judge of its disk. */
+  if (!bmf_in_use (f)) {
+    char *disk = find_disk (path, given_disk);
+    judge_disk (f, disk, false);
+    free (disk);
   }
   st = bmf_state (f);
   in->path = strdup (bmf_path (f));
@@ -348,16 +358,17 @@ print_json (const struct info *in)
 int
 do_info (int argc, char *argv[])
 {
-  enum { CONTROL = 256 };
+  enum { CONTROL = 256, DISK };
   static const struct option long_options[] = {
     { "help", no_argument, NULL, 'h' },
     { "output", required_argument, NULL, 'o' },
     { "force-share", no_argument, NULL, 'U' },
     { "control", required_argument, NULL, CONTROL },
+    { "disk", required_argument, NULL, DISK },
     { NULL }
   };
   struct info in = { .path = NULL };
-  const char *socket = NULL;
+  const char *socket = NULL, *disk = NULL;
   int c, json = 0, r;
   bool force = false;
 
@@ -366,6 +377,7 @@ do_info (int argc, char *argv[])
     case 'h': info_usage (EXIT_SUCCESS);
     case 'U': force = true; break;
     case CONTROL: socket = optarg; break;
+    case DISK: disk = optarg; break;
     case 'o':
       if ((json = parse_output ("info ", optarg)) == -1)
         return EXIT_FAILURE;
@@ -378,12 +390,15 @@ do_info (int argc, char *argv[])
       return bad_usage ("info ", "--control SOCKET takes no FILE");
     if (force)
       return bad_usage ("info ", "-U is for FILE, not --control");
+    if (disk)
+      return bad_usage ("info ", "--disk is for FILE: the server knows "
+                        "its disk");
     r = from_server (socket, &in);
   }
   else {
     if (optind != argc - 1)
       return bad_usage ("info ", "expecting one FILE");
-    r = from_file (argv[optind], force, &in);
+    r = from_file (argv[optind], force, disk, &in);
   }
   if (r == 0) {
     if (json)

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* disk.c: the disk that a bitmap file describes, as the tool finds
+ * it, and what the tool says when that disk was written without the
+ * filter (the rule itself is lib/identity.c's).
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dirtybitmap.h"
+#include "identity.h"
+
+char *
+find_disk (const char *file, const char *given)
+{
+  static const char suffix[] = ".bitmaps";
+  const size_t n = strlen (file), s = sizeof suffix - 1;
+  struct stat sb;
+  char *disk;
+
+  if (given)
+    return strdup (given);
+  if (n <= s || strcmp (file + n - s, suffix) != 0)
+    return NULL;
+  disk = strndup (file, n - s);
+  if (disk && (stat (disk, &sb) == -1 || !S_ISREG (sb.st_mode))) {
+    free (disk);
+    disk = NULL;
+  }
+  return disk;
+}
+
+void
+judge_disk (struct bmf *f, const char *disk, bool writing)
+{
+  struct bmerr why;
+
+  switch (bmf_check_disk (f, disk, &why)) {
+  case BMF_DISK_WRITTEN:
+  case BMF_DISK_UNKNOWN:
+    fprintf (stderr, "%s: %s: every enabled bitmap is %s inconsistent: "
+             "take a full backup\n", prog, why.msg,
+             writing ? "now" : "to be taken as");
+    break;
+  case BMF_DISK_SAME:
+  case BMF_DISK_UNCHECKED:
+    break;
+  }
+}
