@@ -2,21 +2,28 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # backup-oracle.py: the point-in-time oracle of the backup view tests.
 #
-#   backup-oracle.py write URI FIRST BLOCKS LOG STOPFILE
+#   backup-oracle.py write URI FIRST BLOCKS LOG STOPFILE [DEPTH]
 #       Write 4K blocks FIRST to FIRST+BLOCKS-1, tagged (block number,
-#       version), at random with up to 16 requests in flight (never two
-#       on one block: writers get blocks of their own), until
-#       STOPFILE exists; LOG gets a line per write: block version start
-#       end (CLOCK_MONOTONIC nanoseconds, before issuing and after the
-#       reply).
+#       version), at random with up to DEPTH (default 16) requests in
+#       flight (never two on one block: writers get blocks of their
+#       own), until STOPFILE exists; LOG gets a line per write: block
+#       version start end (CLOCK_MONOTONIC nanoseconds, before issuing
+#       and after the reply).
 #   backup-oracle.py cut SOCKET LOG ARGS-JSON
 #       Send backup-begin with ARGS-JSON on the control socket; append
 #       "cut SEND RECV" to LOG around it; fail if it fails.
-#   backup-oracle.py check TARGET BLOCKS CUTLOG WRITELOG...
+#   backup-oracle.py check [--window] TARGET BLOCKS CUTLOG WRITELOG...
 #       Every block of TARGET must hold a version the last cut allows:
 #       no older than the last write to it completed before the cut was
 #       sent, and not one whose write started after the reply came
 #       back.  Prints what it checked.
+#       The test must also have tested something: at least one write
+#       must have straddled the cut, started before backup-begin was
+#       sent and completed after its reply came, so in flight whenever
+#       the server made the cut; else it fails.  With --window the cut
+#       is somewhere inside a whole backup command (SEND and RECV are
+#       its start and end): then at least one write must have started
+#       and completed inside it (the disk changed during the backup).
 import json
 import os
 import random
@@ -42,7 +49,7 @@ def untag(data, block):
     return v
 
 
-def write(uri, first, blocks, log, stopfile):
+def write(uri, first, blocks, log, stopfile, depth):
     import nbd
     h = nbd.NBD()
     h.connect_uri(uri)
@@ -64,7 +71,7 @@ def write(uri, first, blocks, log, stopfile):
 
     n = 0
     while not os.path.exists(stopfile) or inflight:
-        while inflight < 16 and not os.path.exists(stopfile):
+        while inflight < depth and not os.path.exists(stopfile):
             b = first + rng.randrange(blocks)
             if b in busy:
                 continue
@@ -99,13 +106,29 @@ def cut(sock, log, args):
         out.write("cut %d %d\n" % (send, recv))
 
 
-def check(target, blocks, cutlog, writelogs):
+def check(target, blocks, cutlog, writelogs, window):
     send, recv = [int(x) for x in open(cutlog).read().split()[-2:]]
     writes = {}
     for log in writelogs:
         for line in open(log):
             b, v, s, e = [int(x) for x in line.split()]
             writes.setdefault(b, {})[v] = (s, e)
+    times = [t for w in writes.values() for t in w.values()]
+    if window:
+        during = sum(1 for s, e in times if s > send and e < recv)
+        if during == 0:
+            sys.exit("no write started and completed during the backup "
+                     "(%.1f ms): the disk did not change while it ran"
+                     % ((recv - send) / 1e6))
+        print("%d writes started and completed during the backup" % during)
+    else:
+        straddled = sum(1 for s, e in times if s < send and e > recv)
+        if straddled == 0:
+            sys.exit("no write straddled the cut (backup-begin took %.1f "
+                     "ms): nothing was in flight, nothing was tested"
+                     % ((recv - send) / 1e6))
+        print("%d writes straddled the cut (in flight from before "
+              "backup-begin was sent until after its reply)" % straddled)
     checked = in_flight = 0
     with open(target, "rb") as f:
         for b in range(blocks):
@@ -131,10 +154,12 @@ if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "write":
         write(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5],
-              sys.argv[6])
+              sys.argv[6], int(sys.argv[7]) if len(sys.argv) > 7 else 16)
     elif cmd == "cut":
         cut(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "check":
-        check(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:])
+        window = sys.argv[2] == "--window"
+        args = sys.argv[3:] if window else sys.argv[2:]
+        check(args[0], int(args[1]), args[2], args[3:], window)
     else:
         sys.exit("backup-oracle.py: unknown command " + cmd)

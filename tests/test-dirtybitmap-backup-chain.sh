@@ -4,7 +4,8 @@
 # with a checkpoint, then incrementals into a chain of qcow2 overlays
 # (each served by qemu-nbd, backed by the one before), each removing
 # the bitmap it started from.  Each backup, read through its overlay,
-# holds the disk at a point between the command's start and its end;
+# holds the disk at a point between the command's start and its end
+# (and the writer must have changed the disk while each backup ran);
 # once the writer stops, one more incremental makes the chain equal to
 # the disk.  A restore is the top of the chain converted to raw.
 source ./functions.sh
@@ -60,10 +61,10 @@ touch stop
 wait $writer
 
 # Each point of the chain, restored, is the disk at its cut.
-python3 "$oracle" check base.img $blocks cut0 w.log
+python3 "$oracle" check --window base.img $blocks cut0 w.log
 for k in 1 2 3; do
     qemu-img convert -f qcow2 -O raw inc$k.qcow2 restore$k.img
-    python3 "$oracle" check restore$k.img $blocks cut$k w.log
+    python3 "$oracle" check --window restore$k.img $blocks cut$k w.log
 done
 dirtybitmap info --control ctl > info
 grep -F "name: c4" info

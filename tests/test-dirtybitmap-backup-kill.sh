@@ -12,6 +12,35 @@ set -e
 set -x
 requires_dirtybitmap_filter
 
+# scratch_blocks: the blocks allocated to the scratch store of the
+# running server (a file in scratch/, unlinked at once: found through
+# /proc).
+scratch_blocks () {
+    local f
+    for f in /proc/$nbdkit_pid/fd/*; do
+        case "$(readlink "$f")" in
+            "$PWD/scratch/"*) stat -L -c %b "$f"; return 0 ;;
+        esac
+    done
+    echo "$0: the server has no scratch store open" >&2
+    return 1
+}
+
+# wait_writes LOG: until the target behind the log filter writing LOG
+# has completed a write (10 s at most, else the test fails).
+wait_writes () {
+    local i
+    for (( i = 0; i < 100; ++i )); do
+        [ "$(writes_done "$1")" -gt 0 ] && return 0
+        sleep 0.1
+    done
+    echo "$0: the backup wrote nothing to its target in 10 seconds"
+    exit 1
+}
+writes_done () {
+    grep -c '\.\.\.Write .* return=0' "$1" || :
+}
+
 query () {
     python3 -c '
 import json, socket, sys
@@ -41,10 +70,14 @@ f.write(json.dumps({"execute": "backup-begin", "arguments": {
 f.flush()
 assert "return" in f.readline()
 ' "$PWD/scratch"
+test "$(scratch_blocks)" -eq 0
 nbdsh -u "$uri" -c '
 for i in range(16):
     h.pwrite(b"w" * 512, i * 300000)
 '
+# The view kept what the writes overwrote: the scratch store holds
+# data when the server dies.
+test "$(scratch_blocks)" -gt 0
 kill -9 $nbdkit_pid
 wait $nbdkit_pid || test $? = 137
 test -z "$(ls -A scratch)"
@@ -68,21 +101,21 @@ assert not missing, missing
 EOF2
 done
 
-# 2. dirtybitmap backup killed with SIGKILL mid-copy (a slow target).
+# 2. dirtybitmap backup killed with SIGKILL mid-copy (a slow target:
+# 128 writes of 64K, two at a time, 200 ms each; the log filter says
+# when one is done).  It is killed once the first one is done, and the
+# target must then have got fewer than all.
 start_nbdkit -P "$PWD/pid2" -U "$PWD/sock2" --filter="$FILTER" \
              file disk.img bitmap=b0 control="$PWD/ctl"
 uri="nbd+unix:///?socket=$PWD/sock2"
-start_nbdkit -P "$PWD/tpid" -U "$PWD/tsock" --filter=delay memory 8M \
-             wdelay=200ms
+start_nbdkit -P "$PWD/tpid" -U "$PWD/tsock" --filter=delay --filter=log \
+             memory 8M wdelay=200ms logfile="$PWD/t.log"
 dirtybitmap backup --control ctl --checkpoint c2 --requests 2 \
             --connections 1 --request-size 64K \
             "$uri" "nbd+unix:///?socket=$PWD/tsock" &
 job=$!
-for (( i = 0; i < 100; ++i )); do
-    query > q
-    grep -Fx "backup backup" q && break || :
-    sleep 0.05
-done
+wait_writes t.log
+query > q
 grep -Fx "backup backup" q
 kill -9 $job
 wait $job || test $? = 137
@@ -94,24 +127,37 @@ done
 cat q
 grep -Fx "backup None" q
 grep -Fx "bitmaps b0 other c1" q
+n=$(writes_done t.log)
+echo "the target got $n of 128 writes"
+test "$n" -lt 128
 
-# 3. SIGINT: the tool ends it and removes the checkpoint itself.  (A
+# 3. SIGINT mid-copy (once the first write to the target is done,
+# and it must not have got them all): the tool ends it and removes the
+# checkpoint itself.  (A
 # target of its own: the kill -9 above may have left replies of the
 # first one in flight, and nbdkit 1.32 can abort then: BUGS in
 # nbdkit-dirtybitmap-filter(1).)
-start_nbdkit -P "$PWD/tpid3" -U "$PWD/tsock3" --filter=delay memory 8M \
-             wdelay=200ms
+start_nbdkit -P "$PWD/tpid3" -U "$PWD/tsock3" --filter=delay --filter=log \
+             memory 8M wdelay=200ms logfile="$PWD/t3.log"
+# c1 holds the 64K granules of the 16 writes of case 1: one target
+# write each for a complete backup.
+all=$(python3 -c 'print(len({g for i in range(16)
+                              for g in range(i * 300000 // 65536,
+                                             (i * 300000 + 511) // 65536 + 1)}))')
 dirtybitmap backup --control ctl --incremental c1 --checkpoint c3 \
             --requests 2 --connections 1 --request-size 64K \
             "$uri" "nbd+unix:///?socket=$PWD/tsock3" 2> int.err &
 job=$!
-sleep 0.5
+wait_writes t3.log
 kill -INT $job
 r=0
 wait $job || r=$?
 cat int.err
 test $r = 1
 grep -F "backup incomplete: the view is ended and the checkpoint c3 removed: the next backup starts again from c1" int.err
+n=$(writes_done t3.log)
+echo "the target got $n of $all writes"
+test "$n" -lt "$all"
 query > q
 grep -Fx "backup None" q
 grep -Fx "bitmaps b0 other c1" q

@@ -8,10 +8,21 @@
 # version the cut allows: no older than the last write completed
 # before backup-begin was sent, none started after its reply.  At
 # three granularities.
+#
+# Each cut must also have had writes in flight across it, sent before
+# backup-begin and completed after its reply (the oracle fails
+# otherwise).  To make that likely, each write takes 50 ms below our
+# filter (the delay filter) and each writer keeps 32 requests in
+# flight, more than nbdkit's 16 threads per connection: when
+# backup-begin comes, some writes are being served (the cut waits for
+# them) and others wait in the socket; those wait at the cut and
+# complete 50 ms after it, well after the reply.  (The writers run
+# niced, so that they do not keep the reply from its reader.)
 source ./functions.sh
 set -e
 set -x
 requires_dirtybitmap_filter
+requires nbdkit --filter=delay null --version
 requires python3 -c 'import nbd'
 
 oracle="$abs_top_srcdir/tests/backup-oracle.py"
@@ -22,13 +33,13 @@ for g in 4K 64K 1M; do
     rm -f disk.img* backup*.img cut* w*.log stop ctl pid
     truncate -s $((blocks * 4096)) disk.img
     start_nbdkit -P "$PWD/pid" -U "$PWD/sock$g" --filter="$FILTER" \
-                 file disk.img bitmap=c0 action=add granularity=$g \
-                 control="$PWD/ctl"
+                 --filter=delay file disk.img wdelay=50ms \
+                 bitmap=c0 action=add granularity=$g control="$PWD/ctl"
     uri="nbd+unix:///?socket=$PWD/sock$g"
     view="nbd+unix:///view?socket=$PWD/sock$g"
-    python3 "$oracle" write "$uri" 0 $half w1.log stop &
+    nice -n 10 python3 "$oracle" write "$uri" 0 $half w1.log stop 32 &
     w1=$!
-    python3 "$oracle" write "$uri" $half $half w2.log stop &
+    nice -n 10 python3 "$oracle" write "$uri" $half $half w2.log stop 32 &
     w2=$!
     sleep 0.5
 

@@ -12,8 +12,11 @@ requires_dirtybitmap_filter
 truncate -s 1M disk.img
 ctl="$PWD/ctl.sock"
 sock="$PWD/nbd.sock"
-start_nbdkit_child -P "$PWD/pid" -U "$sock" --filter="$FILTER" \
-                   file disk.img bitmap=b0 action=add control="$ctl"
+# -v: nbdkit says when a request enters each layer ("dirtybitmap:
+# pwrite" at our filter, "file: pwrite" at the plugin).
+start_nbdkit_child -P "$PWD/pid" -U "$sock" -v --filter="$FILTER" \
+                   file disk.img bitmap=b0 action=add control="$ctl" \
+                   2> nbdkit.err
 test -S "$ctl"
 
 mkdir h
@@ -23,11 +26,26 @@ cleanup_fn touch "$PWD/h/close"
 for (( i = 0; i < 100; ++i )); do [ -e h/paused ] && break; sleep 0.1; done
 grep -Fx '{"return":{}}' h/paused
 
-# A write, held.
+# A write, held: it reached our filter (wait up to 10 s for that), and
+# half a second later (a write that is not held takes microseconds)
+# it has still not reached the plugin.
 nbdsh -u "nbd+unix:///?socket=$sock" -c 'h.pwrite(b"x" * 4096, 0)' \
       > write.out 2>&1 &
 writer=$!
+for (( i = 0; i < 100; ++i )); do
+    grep -qF "dirtybitmap: pwrite count=4096 offset=0 " nbdkit.err && break
+    sleep 0.1
+done
+if ! grep -F "dirtybitmap: pwrite count=4096 offset=0 " nbdkit.err; then
+    echo "$0: the write never reached the filter"
+    exit 1
+fi
 sleep 0.5
+if grep -F "file: pwrite count=4096 offset=0 " nbdkit.err; then
+    echo "$0: the write reached the plugin while the disk was paused"
+    exit 1
+fi
+kill -s 0 $writer
 
 start=$SECONDS
 kill -TERM $nbdkit_pid
@@ -43,11 +61,16 @@ r=0
 wait $nbdkit_pid || r=$?
 echo "nbdkit exited with status $r after $((SECONDS - start)) s"
 
-# The held write failed.
+# The held write failed, and never reached the plugin or the disk.
 r=0
 wait $writer || r=$?
 cat write.out
 test $r -ne 0
+if grep -F "file: pwrite count=4096 offset=0 " nbdkit.err; then
+    echo "$0: the held write reached the plugin after SIGTERM"
+    exit 1
+fi
+cmp disk.img <(head -c 1M /dev/zero)
 touch h/close
 wait $holder
 

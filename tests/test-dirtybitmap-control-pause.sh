@@ -16,10 +16,13 @@ sock="$PWD/nbd.sock"
 uri="nbd+unix:///?socket=$sock"
 control="$abs_top_srcdir/tests/control.py"
 hold="$abs_top_srcdir/tests/control-hold.py"
-# The log filter, below ours, shows what reaches the plugin.
-start_nbdkit -P "$PWD/pid" -U "$sock" --filter="$FILTER" --filter=log \
-             file disk.img bitmap=b0 action=add granularity=4K \
-             control="$ctl" logfile="$PWD/log"
+# The log filter, below ours, shows what reaches the plugin.  With -v,
+# nbdkit says when a request enters each layer: "dirtybitmap: pwrite"
+# when it reaches our filter, "log: pwrite" when it is passed below.
+start_nbdkit_child -P "$PWD/pid" -U "$sock" -v \
+                   --filter="$FILTER" --filter=log \
+                   file disk.img bitmap=b0 action=add granularity=4K \
+                   control="$ctl" logfile="$PWD/log" 2> nbdkit.err
 
 # wait_for FILE [TENTHS]: until FILE exists (default 10 s).
 wait_for ()
@@ -40,6 +43,39 @@ write_bg ()
           -c "open('$2.done', 'w').close()" &
 }
 
+# held OFFSET: the write at OFFSET reached our filter while the disk
+# was paused and was not passed below.  It waits (up to 10 s) for the
+# write to enter the filter: a write that never got there proves
+# nothing.  Then it gives a write that is not held half a second to
+# go through (it would take microseconds), and fails if it did.
+held ()
+{
+    local i entered="dirtybitmap: pwrite count=4096 offset=$1 "
+    local below="log: pwrite count=4096 offset=$1 "
+    for (( i = 0; i < 100; ++i )); do
+        grep -qF "$entered" nbdkit.err && break
+        sleep 0.1
+    done
+    if ! grep -F "$entered" nbdkit.err; then
+        echo "$0: the write at $1 never reached the filter"
+        exit 1
+    fi
+    sleep 0.5
+    if grep -F "$below" nbdkit.err; then
+        echo "$0: the write at $1 was passed below while the disk was paused"
+        exit 1
+    fi
+}
+
+# passed OFFSET: the write at OFFSET went below (after the resume).
+passed ()
+{
+    if ! grep -F "log: pwrite count=4096 offset=$1 " nbdkit.err; then
+        echo "$0: the write at $1 never reached the layer below"
+        exit 1
+    fi
+}
+
 # 1. Pause, write, resume.
 mkdir h1
 python3 "$hold" "$ctl" h1 &
@@ -57,7 +93,7 @@ python3 "$control" error "$ctl" '{"execute": "resume"}' GenericError \
         "not paused by this control client"
 write_bg 8192 a
 writer=$!
-sleep 1
+held 8192
 if [ -e a.done ]; then
     echo "$0: a write completed while the disk was paused"
     exit 1
@@ -65,8 +101,9 @@ fi
 touch h1/resume
 wait_for h1/resumed
 grep -Fx '{"return":{}}' h1/resumed
-wait_for a.done
 wait $writer
+test -e a.done
+passed 8192
 touch h1/close
 wait $holder
 python3 "$control" query "$ctl" > query
@@ -79,15 +116,23 @@ holder=$!
 wait_for h2/paused
 write_bg 65536 b
 writer=$!
-sleep 1
+held 65536
 if [ -e b.done ]; then
     echo "$0: a write completed while the disk was paused"
     exit 1
 fi
 touch h2/close
 wait $holder
-wait_for b.done
 wait $writer
+test -e b.done
+passed 65536
+# It went below only once the pausing client had gone.
+gone=$(grep -nF "the control client that paused has gone: resuming" \
+           nbdkit.err | cut -d: -f1)
+below=$(grep -nF "log: pwrite count=4096 offset=65536 " nbdkit.err |
+            cut -d: -f1)
+test -n "$gone"
+test "$gone" -lt "$below"
 
 # Both writes are on the disk and in the bitmap.
 nbdsh -u "$uri" -c 'assert h.pread(4096, 8192) == b"a" * 4096' \

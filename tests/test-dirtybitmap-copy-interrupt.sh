@@ -24,23 +24,39 @@ dirty=$(dirtybitmap info disk.img.bitmaps |
 test "$dirty" -gt $((4 * 1024 * 1024))
 
 # The source: each read takes 100ms, so with two in flight at 64K the
-# copy would take some 30 seconds; the signal comes after one.
+# copy takes seconds.  The log filter, below the delay,
+# says when a read has been served.
 sock="$tmpdir/src.sock"
 start_nbdkit -P "$tmpdir/src.pid" -U "$sock" -r \
-             --filter="$FILTER" --filter=delay file disk.img \
-             bitmap=b0 rdelay=100ms
+             --filter="$FILTER" --filter=delay --filter=log file disk.img \
+             bitmap=b0 rdelay=100ms logfile="$tmpdir/src.log"
 uri="nbd+unix:///?socket=$sock"
 
+# reads_done: how many reads the source has served so far.
+reads_done ()
+{
+    grep -c '\.\.\.Read .* return=0' src.log || :
+}
+
 # interrupt SIGNAL ARGS...: run "dirtybitmap copy ARGS" in the
-# background, send SIGNAL after a second; sets r and secs (from the
-# signal to the exit).
+# background, send SIGNAL once the source has served it a read (so
+# mid-copy: the copy is under way, and far from done); sets r and
+# secs (from the signal to the exit).
 interrupt ()
 {
-    local signal=$1 t0 t1
+    local signal=$1 t0 t1 before i
     shift
+    before=$(reads_done)
     dirtybitmap copy --requests 2 --request-size 64K "$@" > out 2> err &
     copy=$!
-    sleep 1
+    for (( i = 0; i < 100; ++i )); do
+        [ "$(reads_done)" -gt "$before" ] && break
+        sleep 0.1
+    done
+    if [ "$(reads_done)" -le "$before" ]; then
+        echo "$0: the copy read nothing in 10 seconds"
+        exit 1
+    fi
     t0=$(date +%s%N)
     kill -s $signal $copy
     r=0
@@ -83,8 +99,10 @@ EOF2
 # temporary one.
 interrupt INT --full "$uri" new.img
 test $r -eq 1
-grep -F "dirtybitmap: copy interrupted: " err
-grep -F " of $size bytes copied" err
+n=$(sed -n "s/^dirtybitmap: copy interrupted: \([0-9]*\) of $size bytes copied$/\1/p" err)
+test -n "$n"
+test "$n" -gt 0
+test "$n" -lt "$size"
 test ! -e new.img
 if ls -a | grep -F new.img; then
     echo "$0: a file was left behind"

@@ -11,25 +11,49 @@ requires_dirtybitmap_filter
 
 truncate -s 1M disk.img
 sock="$PWD/sock"
-nbdkit -U "$sock" --log=stderr -f --filter="$FILTER" \
-       file disk.img bitmap=b0 action=add export=vm1 2> nbdkit.err &
-echo $! > pid
-cleanup_fn kill_nbdkit $!
-for (( i = 0; i < 100; ++i )); do test -S "$sock" && break; sleep 0.1; done
+export sock
+# (The pid file appears once nbdkit listens: the first client below
+# is the server's first connection.)
+start_nbdkit_child -P "$PWD/pid" -U "$sock" --log=stderr --filter="$FILTER" \
+                   file disk.img bitmap=b0 action=add export=vm1 \
+                   2> nbdkit.err
+refused='dirtybitmap: export "other" refused: the bitmaps in '"$PWD"'/disk.img.bitmaps track export "vm1" (export=)'
 
 # A client asking for another name first: refused, and nothing pinned.
+# Each refusal must be the filter's (a client that failed to connect
+# at all would pass as refused): the message is logged before the
+# client hears of it, once per refusal.
 if nbdinfo --size "nbd+unix:///other?socket=$sock"; then
     echo "$0: export other was accepted"; exit 1
 fi
+test "$(grep -cF "$refused" nbdkit.err)" -eq 1
 if nbdsh -u "nbd+unix:///other?socket=$sock" -c 'h.pwrite(b"3", 131072)'
 then
     echo "$0: a write to export other was accepted"; exit 1
 fi
-nbdsh -u "nbd+unix:///vm1?socket=$sock" -c 'h.pwrite(b"1", 0)'
-nbdsh -u "nbd+unix:///?socket=$sock" -c 'h.pwrite(b"2", 65536)'
-sleep 0.5
+test "$(grep -cF "$refused" nbdkit.err)" -eq 2
+# A client refused "other" that stays connected (still negotiating)
+# while the real clients connect and write.
+nbdsh -c '
+import os, subprocess
+sock = os.environ["sock"]
+h.set_opt_mode(True)
+h.set_export_name("other")
+h.connect_unix(sock)
+try:
+    h.opt_go()
+    raise SystemExit("export other was accepted")
+except nbd.Error as e:
+    print("refused:", e)
+assert h.aio_is_negotiating()
+for name, data, off in (("vm1", "1", 0), ("", "2", 65536)):
+    subprocess.run(["nbdsh", "-u", "nbd+unix:///%s?socket=%s" % (name, sock),
+                    "-c", "h.pwrite(b\"%s\", %d)" % (data, off)], check=True)
+assert h.aio_is_negotiating()
+h.opt_abort()
+'
 cat nbdkit.err
-grep -F 'dirtybitmap: export "other" refused: the bitmaps in '"$PWD"'/disk.img.bitmaps track export "vm1" (export=)' nbdkit.err
+test "$(grep -cF "$refused" nbdkit.err)" -eq 3
 
 # The list names it; "" is it.
 nbdinfo --list --json "nbd+unix:///?socket=$sock" > list.json
