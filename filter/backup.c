@@ -30,6 +30,7 @@
 #include "backup.h"
 #include "inflight.h"
 #include "store.h"
+#include "testpause.h"
 #include "tracker.h"
 #include "util.h"
 
@@ -92,6 +93,7 @@ freeze (const char *bitmap, struct bits *frozen, unsigned *gbits,
                "take a full backup", bitmap);
     return -1;
   }
+  test_pause_point ("freeze");
   len = bits_nr_words (lb->bits.nr_bits) * sizeof (uint64_t);
   memset (frozen, 0, sizeof *frozen);
   frozen->nr_bits = lb->bits.nr_bits;

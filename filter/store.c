@@ -68,6 +68,7 @@
 #include "selection.h"
 #include "shadow.h"
 #include "store.h"
+#include "testpause.h"
 #include "tracker.h"
 #include "txn.h"
 #include "util.h"
@@ -81,6 +82,18 @@ static const char *disk_file;
 static pthread_mutex_t meta_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static bool open_recorded;      /* meta_lock: the file says a run writes */
 static bool failed;             /* meta_lock: a sync or commit failed */
+
+/* Take meta_lock; if another thread holds it, a test can see this one
+ * wait (test_pause_point: point is reached only then).
+ */
+static void
+lock_meta_seen (const char *point)
+{
+  if (pthread_mutex_trylock (&meta_lock) == 0)
+    return;
+  test_pause_point (point);
+  pthread_mutex_lock (&meta_lock);
+}
 
 
 /*----------------------------------------------------------------------
@@ -694,7 +707,7 @@ store_resize (uint64_t disk_size)
   if (readonly)
     return resize_readonly (disk_size);
 
-  pthread_mutex_lock (&meta_lock);
+  lock_meta_seen ("resize-waits");
   s = tracker_current ();
   if (!s->sized || s->disk_size != disk_size) {
     if (s->sized)
@@ -767,9 +780,11 @@ store_transaction (struct action *acts, size_t n, struct bmerr *err)
   }
   pthread_mutex_lock (&meta_lock);
   r = selection_check_discards (acts, n, err);
-  if (r == 0)
+  if (r == 0) {
+    test_pause_point ("txn-checked");
     r = commit_live_locked (apply_actions, &a, copies_bits (acts, n), retire,
                             err);
+  }
   if (r == 0) {
     /* A removed bitmap answers nothing any more. */
     selection_forget_unless (exists);
