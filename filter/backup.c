@@ -2,7 +2,9 @@
 /* backup.c: the backup view's lifecycle (see backup.h).
  *
  * backup-begin makes its cut with the gate (inflight.h): new requests
- * wait, and once none is in flight it copies the chosen bitmap's bits,
+ * wait, and once none is in flight it copies the chosen bitmap's bits
+ * (store_freeze: the gate holds requests, not a resize from a new
+ * connection's .prepare, so the copy is made under the store's lock),
  * adds the checkpoint (a transaction, store.c), and publishes the view
  * before the gate opens.  So a write completed before the reply is in
  * the view's data and in the old bitmap, and one started after it is
@@ -30,9 +32,6 @@
 #include "backup.h"
 #include "inflight.h"
 #include "store.h"
-#include "testpause.h"
-#include "tracker.h"
-#include "util.h"
 
 static const char *disk_export;
 static char *default_dir;
@@ -74,42 +73,6 @@ forget_active_locked (void)
   memset (&active, 0, sizeof active);
 }
 
-/* The frozen copy of bitmap's bits, with the gate closed. */
-static int
-freeze (const char *bitmap, struct bits *frozen, unsigned *gbits,
-        struct bmerr *err)
-{
-  const struct bitmap_set *s = tracker_current ();
-  const struct live_bitmap *lb = set_find (s, bitmap);
-  size_t len;
-
-  if (lb == NULL) {
-    bmerr_set (err, ENOENT, "bitmap %s not found", bitmap);
-    return -1;
-  }
-  if (lb->flags & BMF_INCONSISTENT) {
-    bmerr_set (err, EINVAL, "bitmap %s is inconsistent: it may have missed "
-               "changes, so an incremental backup from it would too: "
-               "take a full backup", bitmap);
-    return -1;
-  }
-  test_pause_point ("freeze");
-  len = bits_nr_words (lb->bits.nr_bits) * sizeof (uint64_t);
-  memset (frozen, 0, sizeof *frozen);
-  frozen->nr_bits = lb->bits.nr_bits;
-  frozen->words = malloc (MAX (len, 1));
-  if (frozen->words == NULL) {
-    bmerr_set (err, errno, "%s", strerror (errno));
-    return -1;
-  }
-  tracker_lock ();
-  if (len)
-    memcpy (frozen->words, lb->bits.words, len);
-  tracker_unlock ();
-  *gbits = lb->gbits;
-  return 0;
-}
-
 int
 backup_begin (const struct backup_params *p, const void *owner,
               bool end_with_owner, struct bmerr *err)
@@ -140,19 +103,12 @@ backup_begin (const struct backup_params *p, const void *owner,
   if (scratch == NULL)
     goto err;
 
-  /* The cut. */
+  /* The cut: the size and the bits from one set (store_freeze). */
   inflight_close ();
-  if (!tracker_current ()->sized) {
-    bmerr_set (err, EAGAIN, "the disk size is not known yet (no client has "
-               "connected): nothing to back up");
+  if (store_freeze (p->bitmap, &size, &frozen, &gbits, err) == -1)
     goto err_open;
-  }
-  size = tracker_current ()->disk_size;
-  if (p->bitmap) {
-    if (freeze (p->bitmap, &frozen, &gbits, err) == -1)
-      goto err_open;
+  if (p->bitmap)
     fp = &frozen;
-  }
   if (p->checkpoint) {
     struct action add = { .kind = ACT_ADD, .bitmap = p->checkpoint,
                           .gbits = gbits };

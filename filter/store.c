@@ -76,7 +76,24 @@
 static struct bmf *file;
 static bool readonly;
 static const char *disk_file;
-/* Recursive: a sync that fails while a transaction holds it marks the
+/* meta_lock protects the file's metadata (transactions, commits, what
+ * is reserved) and the life of the sets of bitmaps: a set is
+ * published only under it (and the bits lock), and a retired set is
+ * freed only under it, after a grace period.  A grace period waits
+ * for requests in flight only: a thread that is not one (the control
+ * thread, a connection's .prepare) may use a set only while it holds
+ * meta_lock, from tracker_current () to its last access of the set
+ * (store_freeze, store_query, store_select), since no set is retired
+ * meanwhile.
+ *
+ * Lock order: backup.c's lock, then meta_lock, then selection.c's
+ * lock or the tracker's bits lock (selection.c's lock is a leaf:
+ * nothing is taken under it).  Never waited for with the bits lock
+ * held; never held while waiting for requests in flight (the gate, a
+ * grace period: inflight.h), since a request may wait for it (its
+ * first write, a failed sync).
+ *
+ * Recursive: a sync that fails while a transaction holds it marks the
  * bitmaps from the same thread (sync_failed).
  */
 static pthread_mutex_t meta_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
@@ -820,6 +837,66 @@ store_sync (struct bmerr *err)
     return -1;
   }
   return 0;
+}
+
+/*----------------------------------------------------------------------
+ * The cut of a backup view.
+ */
+
+int
+store_freeze (const char *bitmap, uint64_t *disk_size, struct bits *frozen,
+              unsigned *gbits, struct bmerr *err)
+{
+  const struct bitmap_set *s;
+  const struct live_bitmap *lb;
+  size_t len;
+
+  memset (frozen, 0, sizeof *frozen);
+  /* The set stays current, so alive, until the copy is done: a resize
+   * (a connection's .prepare) or a transaction waits (meta_lock).
+   */
+  pthread_mutex_lock (&meta_lock);
+  s = tracker_current ();
+  if (!s->sized) {
+    bmerr_set (err, EAGAIN, "the disk size is not known yet (no client has "
+               "connected): nothing to back up");
+    goto err;
+  }
+  *disk_size = s->disk_size;
+  if (bitmap == NULL)
+    goto out;
+  lb = set_find (s, bitmap);
+  if (lb == NULL) {
+    bmerr_set (err, ENOENT, "bitmap %s not found", bitmap);
+    goto err;
+  }
+  if (lb->flags & BMF_INCONSISTENT) {
+    bmerr_set (err, EINVAL, "bitmap %s is inconsistent: it may have missed "
+               "changes, so an incremental backup from it would too: "
+               "take a full backup", bitmap);
+    goto err;
+  }
+  test_pause_point ("freeze");
+  len = bits_nr_words (lb->bits.nr_bits) * sizeof (uint64_t);
+  frozen->nr_bits = lb->bits.nr_bits;
+  frozen->words = malloc (MAX (len, 1));
+  if (frozen->words == NULL) {
+    bmerr_set (err, errno, "%s", strerror (errno));
+    goto err;
+  }
+  tracker_lock ();
+  if (len)
+    memcpy (frozen->words, lb->bits.words, len);
+  tracker_unlock ();
+  *gbits = lb->gbits;
+ out:
+  pthread_mutex_unlock (&meta_lock);
+  return 0;
+
+ err:
+  pthread_mutex_unlock (&meta_lock);
+  memset (frozen, 0, sizeof *frozen);
+  return -1;
 }
 
 /*----------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "actions.h"
+#include "bits.h"
 #include "bmfile.h"
 #include "error.h"
 
@@ -52,6 +53,17 @@ extern int store_select (const char *name, struct bmerr *err);
  */
 extern int store_transaction (struct action *acts, size_t n,
                               struct bmerr *err);
+
+/* The cut of a backup view (backup.c, the gate closed): the disk's
+ * size and, unless bitmap is NULL, a copy of that bitmap's bits
+ * (frozen->words malloced) and its granularity, all from one set,
+ * which no resize or transaction retires meanwhile.  -1 with err:
+ * EAGAIN while the size is not known, ENOENT, EINVAL if the bitmap is
+ * inconsistent, ENOMEM.
+ */
+extern int store_freeze (const char *bitmap, uint64_t *disk_size,
+                         struct bits *frozen, unsigned *gbits,
+                         struct bmerr *err);
 
 /* Whether path names the bitmap file of this store. */
 extern bool store_is_bitmap_file (const char *path);
