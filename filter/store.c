@@ -3,8 +3,10 @@
  * lifecycle, and every change to it while the disk is served.
  *
  * Locks, always taken in this order: `meta_lock` (the file's
- * metadata: transactions, commits, what is reserved), then the
- * tracker's bits lock (setting bits, publishing sets).  Neither is
+ * metadata: transactions, commits, what is reserved; the life of the
+ * sets; pins against transactions), then the tracker's bits lock
+ * (setting bits, publishing sets); the full order, with backup.c's
+ * and selection.c's locks, is at meta_lock's declaration.  Neither is
  * held while waiting for requests in flight (inflight.h), since a
  * request may need them to finish: its first write records the open
  * (meta_lock), a failed sync marks the bitmaps (meta_lock).
@@ -91,7 +93,12 @@ static const char *disk_file;
  * nothing is taken under it).  Never waited for with the bits lock
  * held; never held while waiting for requests in flight (the gate, a
  * grace period: inflight.h), since a request may wait for it (its
- * first write, a failed sync).
+ * first write, a failed sync, the pin of its first block status).
+ *
+ * It also makes pins atomic with transactions: a transaction holds it
+ * from its check of the pins (selection_check_discards) through its
+ * publish, and a connection pins its bitmap only under it
+ * (store_pin).
  *
  * Recursive: a sync that fails while a transaction holds it marks the
  * bitmaps from the same thread (sync_failed).
@@ -931,6 +938,18 @@ store_select (const char *name, struct bmerr *err)
  err:
   pthread_mutex_unlock (&meta_lock);
   return -1;
+}
+
+int
+store_pin (const char *name)
+{
+  int r;
+
+  /* Not between a transaction's check of the pins and its publish. */
+  lock_meta_seen ("pin-waits");
+  r = selection_pin (name);
+  pthread_mutex_unlock (&meta_lock);
+  return r;
 }
 
 /*----------------------------------------------------------------------

@@ -71,6 +71,15 @@ extern bool store_is_bitmap_file (const char *path);
 /* Make every bit set so far durable. */
 extern int store_sync (struct bmerr *err);
 
+/* A connection's first block status pins the bitmap it reads
+ * (selection_pin), atomically with transactions: the pin comes before
+ * a transaction checks the pins, which then refuses to clear or
+ * remove it, or after the transaction has published, and the
+ * connection reads the bitmaps as they are after it from its first
+ * block status on.  So it may wait for a transaction to commit.
+ */
+extern int store_pin (const char *name);
+
 struct store_bitmap_info {
   char *name;
   uint64_t granularity;
