@@ -722,15 +722,16 @@ resize_readonly (uint64_t disk_size)
 int
 store_resize (uint64_t disk_size)
 {
-  struct bitmap_set *s = tracker_current (), *retire[2] = { NULL };
+  struct bitmap_set *s, *retire[2] = { NULL };
   struct bmerr err;
   int r = 0;
 
-  if (s->sized && s->disk_size == disk_size)
-    return 0;
   if (readonly)
     return resize_readonly (disk_size);
 
+  /* Even to see that the size is unchanged: .prepare is no request in
+   * flight, so only meta_lock keeps the current set alive.
+   */
   lock_meta_seen ("resize-waits");
   s = tracker_current ();
   if (!s->sized || s->disk_size != disk_size) {
