@@ -90,4 +90,5 @@ class Points:
         t.start()
         t.join(timeout)
         if t.is_alive():
-            fail("pause point %s: nothing to release in %d s" % (name, timeout))
+            fail("pause point %s: nothing to release in %d s" %
+                 (name, timeout))
