@@ -9,7 +9,8 @@
  * and selection.c's locks, is at meta_lock's declaration.  Neither is
  * held while waiting for requests in flight (inflight.h), since a
  * request may need them to finish: its first write records the open
- * (meta_lock), a failed sync marks the bitmaps (meta_lock).
+ * (meta_lock), a failed sync marks the bitmaps (meta_lock), its first
+ * block status pins a bitmap (meta_lock).
  *
  * A transaction while serving (store_transaction, store_resize) is a
  * cut through the writes:
