@@ -2,11 +2,15 @@
 /* backup.c: the backup view's lifecycle (see backup.h).
  *
  * backup-begin makes its cut with the gate (inflight.h): new requests
- * wait, and once none is in flight it copies the chosen bitmap's bits
- * (store_freeze: the gate holds requests, not a resize from a new
- * connection's .prepare, so the copy is made under the store's lock),
- * adds the checkpoint (a transaction, store.c), and publishes the view
- * before the gate opens.  So a write completed before the reply is in
+ * wait, and once none is in flight it asks the layer below for the
+ * disk's size (now, through a context of its own: the bitmaps know
+ * only the size the last connection saw, and the disk may have changed
+ * size since, e.g. while nbdkit was stopped), brings the bitmaps to
+ * that size and copies the chosen bitmap's bits (store_freeze: the
+ * gate holds requests, not a resize from a new connection's .prepare,
+ * so both are done under the store's lock), adds the checkpoint (a
+ * transaction, store.c), and publishes the view before the gate
+ * opens.  So a write completed before the reply is in
  * the view's data and in the old bitmap, and one started after it is
  * kept out of the view by copy-before-write and recorded in the
  * checkpoint: the same rule as a transaction.
@@ -35,6 +39,7 @@
 
 static const char *disk_export;
 static char *default_dir;
+static int (*read_disk_size) (uint64_t *size, struct bmerr *err);
 static struct view *current;            /* atomic */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -44,9 +49,11 @@ static struct {
 } active;
 
 void
-backup_init (const char *export_name, const char *dir)
+backup_init (const char *export_name, const char *dir,
+             int (*disk_size) (uint64_t *size, struct bmerr *err))
 {
   disk_export = export_name;
+  read_disk_size = disk_size;
   free (default_dir);
   default_dir = strdup (dir);
 }
@@ -103,9 +110,13 @@ backup_begin (const struct backup_params *p, const void *owner,
   if (scratch == NULL)
     goto err;
 
-  /* The cut: the size and the bits from one set (store_freeze). */
+  /* The cut.  The size is read once no request is in flight, so it is
+   * the disk's at the cut; the bitmaps are brought to it and the bits
+   * copied from one set (store_freeze).
+   */
   inflight_close ();
-  if (store_freeze (p->bitmap, &size, &frozen, &gbits, err) == -1)
+  if (read_disk_size (&size, err) == -1 ||
+      store_freeze (p->bitmap, size, &frozen, &gbits, err) == -1)
     goto err_open;
   if (p->bitmap)
     fp = &frozen;

@@ -686,72 +686,68 @@ apply_resize (struct bmf_txn **t, void *opaque, struct bmerr *err)
   return *t ? bmf_txn_resize (*t, *(uint64_t *) opaque, err) : -1;
 }
 
-/* A read-only server never writes the file: a file that has never
- * seen its disk is all clean, in memory, at whatever size the disk
- * has; one that has keeps its size, and a grown area reads as changed
- * (extents.c).
+/* Make the bitmaps cover a disk of this size, meta_lock held: the
+ * sets to retire (after the lock is released: retire_sets) go to
+ * retire.  A read-only server never writes the file: a file that has
+ * never seen its disk is all clean, in memory, at whatever size the
+ * disk has; one that has keeps its size, and a grown area reads as
+ * changed (extents.c, view.c).
  */
 static int
-resize_readonly (uint64_t disk_size)
+resize_locked (uint64_t disk_size, struct bitmap_set **retire,
+               struct bmerr *err)
 {
-  struct bitmap_set *s, *retire[2] = { NULL };
-  struct bmerr err;
+  struct bitmap_set *s = tracker_current ();
 
-  pthread_mutex_lock (&meta_lock);
-  s = tracker_current ();
-  if (!s->sized) {
-    struct bitmap_set *clean = set_build_clean (s, disk_size, &err);
-    if (clean == NULL) {
-      pthread_mutex_unlock (&meta_lock);
-      nbdkit_error ("dirtybitmap: %s", err.msg);
-      return -1;
+  if (s->sized && s->disk_size == disk_size)
+    return 0;
+  if (readonly) {
+    struct bitmap_set *clean;
+
+    if (s->sized) {
+      nbdkit_debug ("dirtybitmap: disk size %" PRIu64 ", the file says %"
+                    PRIu64 " (read-only: not recorded)", disk_size,
+                    s->disk_size);
+      return 0;
     }
+    clean = set_build_clean (s, disk_size, err);
+    if (clean == NULL)
+      return -1;
     tracker_lock ();
     tracker_publish (clean);
     tracker_unlock ();
     retire[0] = s;
+    return 0;
   }
-  else if (s->disk_size != disk_size)
-    nbdkit_debug ("dirtybitmap: disk size %" PRIu64 ", the file says %"
-                  PRIu64 " (read-only: not recorded)", disk_size,
-                  s->disk_size);
-  pthread_mutex_unlock (&meta_lock);
-  retire_sets (retire);
-  return 0;
+  if (s->sized)
+    nbdkit_debug ("dirtybitmap: %s: the disk %s from %" PRIu64 " to %"
+                  PRIu64 " bytes: %s", bmf_path (file),
+                  disk_size > s->disk_size ? "grew" : "shrank",
+                  s->disk_size, disk_size,
+                  disk_size > s->disk_size ?
+                  "the new area is dirty in every bitmap" :
+                  "bitmaps are cut to the new size");
+  else
+    nbdkit_debug ("dirtybitmap: %s: disk size is %" PRIu64,
+                  bmf_path (file), disk_size);
+  return commit_live_locked (apply_resize, &disk_size, true, retire, err);
 }
 
 int
 store_resize (uint64_t disk_size)
 {
-  struct bitmap_set *s, *retire[2] = { NULL };
+  struct bitmap_set *retire[2] = { NULL };
   struct bmerr err;
-  int r = 0;
-
-  if (readonly)
-    return resize_readonly (disk_size);
+  int r;
 
   /* Even to see that the size is unchanged: .prepare is no request in
    * flight, so only meta_lock keeps the current set alive.
    */
   lock_meta_seen ("resize-waits");
-  s = tracker_current ();
-  if (!s->sized || s->disk_size != disk_size) {
-    if (s->sized)
-      nbdkit_debug ("dirtybitmap: %s: the disk %s from %" PRIu64 " to %"
-                    PRIu64 " bytes: %s", bmf_path (file),
-                    disk_size > s->disk_size ? "grew" : "shrank",
-                    s->disk_size, disk_size,
-                    disk_size > s->disk_size ?
-                    "the new area is dirty in every bitmap" :
-                    "bitmaps are cut to the new size");
-    else
-      nbdkit_debug ("dirtybitmap: %s: disk size is %" PRIu64,
-                    bmf_path (file), disk_size);
-    r = commit_live_locked (apply_resize, &disk_size, true, retire, &err);
-    if (r == -1)
-      nbdkit_error ("dirtybitmap: cannot resize the bitmaps to %" PRIu64
-                    " bytes: %s", disk_size, err.msg);
-  }
+  r = resize_locked (disk_size, retire, &err);
+  if (r == -1)
+    nbdkit_error ("dirtybitmap: cannot resize the bitmaps to %" PRIu64
+                  " bytes: %s", disk_size, err.msg);
   pthread_mutex_unlock (&meta_lock);
   retire_sets (retire);
   return r;
@@ -853,25 +849,29 @@ store_sync (struct bmerr *err)
  */
 
 int
-store_freeze (const char *bitmap, uint64_t *disk_size, struct bits *frozen,
+store_freeze (const char *bitmap, uint64_t disk_size, struct bits *frozen,
               unsigned *gbits, struct bmerr *err)
 {
+  struct bitmap_set *retire[2] = { NULL };
   const struct bitmap_set *s;
   const struct live_bitmap *lb;
+  struct bmerr e;
   size_t len;
 
   memset (frozen, 0, sizeof *frozen);
-  /* The set stays current, so alive, until the copy is done: a resize
-   * (a connection's .prepare) or a transaction waits (meta_lock).
+  /* The resize and the copy under one hold of meta_lock: no resize
+   * from a connection's .prepare (which read its size earlier) comes
+   * between them, so the bits are of this size; and the set stays
+   * current, so alive, until the copy is done.
    */
   pthread_mutex_lock (&meta_lock);
-  s = tracker_current ();
-  if (!s->sized) {
-    bmerr_set (err, EAGAIN, "the disk size is not known yet (no client has "
-               "connected): nothing to back up");
+  if (resize_locked (disk_size, retire, &e) == -1) {
+    bmerr_set (err, e.errnum ? e.errnum : EIO, "cannot resize the bitmaps "
+               "to the disk's size (%" PRIu64 " bytes): %s", disk_size,
+               e.msg);
     goto err;
   }
-  *disk_size = s->disk_size;
+  s = tracker_current ();
   if (bitmap == NULL)
     goto out;
   lb = set_find (s, bitmap);
@@ -900,10 +900,13 @@ store_freeze (const char *bitmap, uint64_t *disk_size, struct bits *frozen,
   *gbits = lb->gbits;
  out:
   pthread_mutex_unlock (&meta_lock);
+  retire_sets (retire);
   return 0;
 
  err:
   pthread_mutex_unlock (&meta_lock);
+  retire_sets (retire);
+  free (frozen->words);
   memset (frozen, 0, sizeof *frozen);
   return -1;
 }

@@ -54,14 +54,15 @@ extern int store_select (const char *name, struct bmerr *err);
 extern int store_transaction (struct action *acts, size_t n,
                               struct bmerr *err);
 
-/* The cut of a backup view (backup.c, the gate closed): the disk's
- * size and, unless bitmap is NULL, a copy of that bitmap's bits
- * (frozen->words malloced) and its granularity, all from one set,
- * which no resize or transaction retires meanwhile.  -1 with err:
- * EAGAIN while the size is not known, ENOENT, EINVAL if the bitmap is
- * inconsistent, ENOMEM.
+/* The cut of a backup view (backup.c, the gate closed): make the
+ * bitmaps cover a disk of disk_size bytes (a resize, as at .prepare:
+ * the disk may have changed size while no client was connected) and,
+ * unless bitmap is NULL, copy that bitmap's bits (frozen->words
+ * malloced) and its granularity, from the set at that size, which no
+ * resize or transaction retires meanwhile.  -1 with err: the resize
+ * failed, ENOENT, EINVAL if the bitmap is inconsistent, ENOMEM.
  */
-extern int store_freeze (const char *bitmap, uint64_t *disk_size,
+extern int store_freeze (const char *bitmap, uint64_t disk_size,
                          struct bits *frozen, unsigned *gbits,
                          struct bmerr *err);
 
