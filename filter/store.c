@@ -856,6 +856,7 @@ store_freeze (const char *bitmap, uint64_t disk_size, struct bits *frozen,
   const struct bitmap_set *s;
   const struct live_bitmap *lb;
   struct bmerr e;
+  bool grown;
   size_t len;
 
   memset (frozen, 0, sizeof *frozen);
@@ -886,9 +887,16 @@ store_freeze (const char *bitmap, uint64_t disk_size, struct bits *frozen,
     goto err;
   }
   test_pause_point ("freeze");
+  /* A read-only server keeps the file's size (resize_locked): then a
+   * grown area, from the granule of the old end on, is changed, as
+   * extents.c reads it.
+   */
+  grown = s->disk_size < disk_size;
   len = bits_nr_words (lb->bits.nr_bits) * sizeof (uint64_t);
-  frozen->nr_bits = lb->bits.nr_bits;
-  frozen->words = malloc (MAX (len, 1));
+  frozen->nr_bits = grown ? bmf_nr_bits (disk_size, lb->gbits)
+    : lb->bits.nr_bits;
+  frozen->words = calloc (MAX (bits_nr_words (frozen->nr_bits), 1),
+                          sizeof (uint64_t));
   if (frozen->words == NULL) {
     bmerr_set (err, errno, "%s", strerror (errno));
     goto err;
@@ -897,6 +905,8 @@ store_freeze (const char *bitmap, uint64_t disk_size, struct bits *frozen,
   if (len)
     memcpy (frozen->words, lb->bits.words, len);
   tracker_unlock ();
+  if (grown)
+    bits_set_range (frozen, s->disk_size >> lb->gbits, frozen->nr_bits - 1);
   *gbits = lb->gbits;
  out:
   pthread_mutex_unlock (&meta_lock);
