@@ -2,9 +2,15 @@
 /* backup.c: the backup view's lifecycle (see backup.h).
  *
  * backup-begin makes its cut with the gate (inflight.h): new requests
- * wait, and once none is in flight it copies the chosen bitmap's bits,
- * adds the checkpoint (a transaction, store.c), and publishes the view
- * before the gate opens.  So a write completed before the reply is in
+ * wait, and once none is in flight it asks the layer below for the
+ * disk's size (now, through a context of its own: the bitmaps know
+ * only the size the last connection saw, and the disk may have changed
+ * size since, e.g. while nbdkit was stopped), brings the bitmaps to
+ * that size and copies the chosen bitmap's bits (store_freeze: the
+ * gate holds requests, not a resize from a new connection's .prepare,
+ * so both are done under the store's lock), adds the checkpoint (a
+ * transaction, store.c), and publishes the view before the gate
+ * opens.  So a write completed before the reply is in
  * the view's data and in the old bitmap, and one started after it is
  * kept out of the view by copy-before-write and recorded in the
  * checkpoint: the same rule as a transaction.
@@ -30,11 +36,10 @@
 #include "backup.h"
 #include "inflight.h"
 #include "store.h"
-#include "tracker.h"
-#include "util.h"
 
 static const char *disk_export;
 static char *default_dir;
+static int (*read_disk_size) (uint64_t *size, struct bmerr *err);
 static struct view *current;            /* atomic */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -44,9 +49,11 @@ static struct {
 } active;
 
 void
-backup_init (const char *export_name, const char *dir)
+backup_init (const char *export_name, const char *dir,
+             int (*disk_size) (uint64_t *size, struct bmerr *err))
 {
   disk_export = export_name;
+  read_disk_size = disk_size;
   free (default_dir);
   default_dir = strdup (dir);
 }
@@ -71,41 +78,6 @@ forget_active_locked (void)
   free (active.bitmap);
   free (active.checkpoint);
   memset (&active, 0, sizeof active);
-}
-
-/* The frozen copy of bitmap's bits, with the gate closed. */
-static int
-freeze (const char *bitmap, struct bits *frozen, unsigned *gbits,
-        struct bmerr *err)
-{
-  const struct bitmap_set *s = tracker_current ();
-  const struct live_bitmap *lb = set_find (s, bitmap);
-  size_t len;
-
-  if (lb == NULL) {
-    bmerr_set (err, ENOENT, "bitmap %s not found", bitmap);
-    return -1;
-  }
-  if (lb->flags & BMF_INCONSISTENT) {
-    bmerr_set (err, EINVAL, "bitmap %s is inconsistent: it may have missed "
-               "changes, so an incremental backup from it would too: "
-               "take a full backup", bitmap);
-    return -1;
-  }
-  len = bits_nr_words (lb->bits.nr_bits) * sizeof (uint64_t);
-  memset (frozen, 0, sizeof *frozen);
-  frozen->nr_bits = lb->bits.nr_bits;
-  frozen->words = malloc (MAX (len, 1));
-  if (frozen->words == NULL) {
-    bmerr_set (err, errno, "%s", strerror (errno));
-    return -1;
-  }
-  tracker_lock ();
-  if (len)
-    memcpy (frozen->words, lb->bits.words, len);
-  tracker_unlock ();
-  *gbits = lb->gbits;
-  return 0;
 }
 
 int
@@ -138,19 +110,16 @@ backup_begin (const struct backup_params *p, const void *owner,
   if (scratch == NULL)
     goto err;
 
-  /* The cut. */
+  /* The cut.  The size is read once no request is in flight, so it is
+   * the disk's at the cut; the bitmaps are brought to it and the bits
+   * copied from one set (store_freeze).
+   */
   inflight_close ();
-  if (!tracker_current ()->sized) {
-    bmerr_set (err, EAGAIN, "the disk size is not known yet (no client has "
-               "connected): nothing to back up");
+  if (read_disk_size (&size, err) == -1 ||
+      store_freeze (p->bitmap, size, &frozen, &gbits, err) == -1)
     goto err_open;
-  }
-  size = tracker_current ()->disk_size;
-  if (p->bitmap) {
-    if (freeze (p->bitmap, &frozen, &gbits, err) == -1)
-      goto err_open;
+  if (p->bitmap)
     fp = &frozen;
-  }
   if (p->checkpoint) {
     struct action add = { .kind = ACT_ADD, .bitmap = p->checkpoint,
                           .gbits = gbits };

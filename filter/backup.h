@@ -7,12 +7,18 @@
 #define DIRTYBITMAP_BACKUP_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "error.h"
 #include "view.h"
 
-/* The export name of the disk (a view may not take it). */
-extern void backup_init (const char *export_name, const char *default_dir);
+/* The export name of the disk (a view may not take it); disk_size
+ * asks the layer below for the disk's size now (backup-begin reads it
+ * at its cut).
+ */
+extern void backup_init (const char *export_name, const char *default_dir,
+                         int (*disk_size) (uint64_t *size,
+                                           struct bmerr *err));
 
 /* At unload: frees what backup_init kept. */
 extern void backup_unload (void);

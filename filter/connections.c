@@ -362,9 +362,11 @@ conn_extents (nbdkit_next *next, void *handle, uint32_t count,
     r = view_extents (h->view, count, offset, flags, extents, err);
   else {
     /* From the first block status on, the bitmap is this client's
-     * map: nobody may clear or remove it until the client goes.
+     * map: nobody may clear or remove it until the client goes.  The
+     * pin waits for a transaction that has checked the pins (store.c),
+     * so that the set read below is the one after it.
      */
-    if (!h->pinned && selection_pin (h->bitmap) == 0)
+    if (!h->pinned && store_pin (h->bitmap) == 0)
       h->pinned = true;
     s = tracker_current ();
     lb = set_find (s, h->bitmap);

@@ -34,6 +34,8 @@ NBDKIT_DLL_PUBLIC int dirtybitmap_debug_verbose = 0;
 
 static nbdkit_backend *backend;         /* from .after_fork */
 
+static int plugin_size (uint64_t *size, struct bmerr *err);
+
 /* lib/ reports through these. */
 void
 bm_error (const char *fs, ...)
@@ -131,7 +133,7 @@ dirtybitmap_get_ready (int thread_model)
     control_close ();
     return -1;
   }
-  backup_init (params.export_name, dirname (dir));
+  backup_init (params.export_name, dirname (dir), plugin_size);
   free (dir);
   return 0;
 }
@@ -160,6 +162,34 @@ flush_plugin (struct bmerr *err)
     bmerr_set (err, e ? e : EIO, "flushing the layer below failed: %s",
                strerror (e ? e : EIO));
   return r;
+}
+
+/* The disk's size now (backup-begin, at its cut): through a context
+ * of its own, opened for the occasion, since nbdkit keeps the size a
+ * context read first for the context's whole life.
+ */
+static int
+plugin_size (uint64_t *size, struct bmerr *err)
+{
+  nbdkit_next *next;
+  int64_t r = -1;
+
+  next = nbdkit_next_context_open (backend, 1, params.export_name, 1);
+  if (next == NULL) {
+    bmerr_set (err, EIO, "cannot open the layer below to read the disk's "
+               "size");
+    return -1;
+  }
+  if (next->prepare (next) == 0)
+    r = next->get_size (next);
+  next->finalize (next);
+  nbdkit_next_context_close (next);
+  if (r == -1) {
+    bmerr_set (err, EIO, "cannot read the disk's size from the layer below");
+    return -1;
+  }
+  *size = r;
+  return 0;
 }
 
 /* A request held by a pause stops waiting when nbdkit shuts down or

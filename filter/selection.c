@@ -6,6 +6,11 @@
  * closes: a backup client reading the map must not see it cleared or
  * removed under it, so clear and remove of a pinned bitmap are
  * refused.  Connections that only write pin nothing.
+ *
+ * The check and the pins are atomic with a transaction's publish
+ * through store.c's meta_lock (store_pin), not through this lock,
+ * which only keeps the list: it is a leaf, taken under meta_lock,
+ * never around another lock.
  */
 
 #include <config.h>

@@ -22,7 +22,10 @@ extern int selection_get (char **name);
 /* Drop the selection if exists says its bitmap is gone. */
 extern void selection_forget_unless (bool (*exists) (const char *name));
 
-/* A connection reads block status from name (until it unpins it). */
+/* A connection reads block status from name (until it unpins it).
+ * Pin only through store_pin, under store.c's meta_lock, which a
+ * transaction holds from selection_check_discards to its publish.
+ */
 extern int selection_pin (const char *name);
 extern void selection_unpin (const char *name);
 

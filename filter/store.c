@@ -3,11 +3,14 @@
  * lifecycle, and every change to it while the disk is served.
  *
  * Locks, always taken in this order: `meta_lock` (the file's
- * metadata: transactions, commits, what is reserved), then the
- * tracker's bits lock (setting bits, publishing sets).  Neither is
+ * metadata: transactions, commits, what is reserved; the life of the
+ * sets; pins against transactions), then the tracker's bits lock
+ * (setting bits, publishing sets); the full order, with backup.c's
+ * and selection.c's locks, is at meta_lock's declaration.  Neither is
  * held while waiting for requests in flight (inflight.h), since a
  * request may need them to finish: its first write records the open
- * (meta_lock), a failed sync marks the bitmaps (meta_lock).
+ * (meta_lock), a failed sync marks the bitmaps (meta_lock), its first
+ * block status pins a bitmap (meta_lock).
  *
  * A transaction while serving (store_transaction, store_resize) is a
  * cut through the writes:
@@ -69,6 +72,7 @@
 #include "selection.h"
 #include "shadow.h"
 #include "store.h"
+#include "testpause.h"
 #include "tracker.h"
 #include "txn.h"
 #include "util.h"
@@ -76,12 +80,46 @@
 static struct bmf *file;
 static bool readonly;
 static const char *disk_file;
-/* Recursive: a sync that fails while a transaction holds it marks the
+/* meta_lock protects the file's metadata (transactions, commits, what
+ * is reserved) and the life of the sets of bitmaps: a set is
+ * published only under it (and the bits lock), and a retired set is
+ * freed only under it, after a grace period.  A grace period waits
+ * for requests in flight only: a thread that is not one (the control
+ * thread, a connection's .prepare) may use a set only while it holds
+ * meta_lock, from tracker_current () to its last access of the set
+ * (store_freeze, store_query, store_select), since no set is retired
+ * meanwhile.
+ *
+ * Lock order: backup.c's lock, then meta_lock, then selection.c's
+ * lock or the tracker's bits lock (selection.c's lock is a leaf:
+ * nothing is taken under it).  Never waited for with the bits lock
+ * held; never held while waiting for requests in flight (the gate, a
+ * grace period: inflight.h), since a request may wait for it (its
+ * first write, a failed sync, the pin of its first block status).
+ *
+ * It also makes pins atomic with transactions: a transaction holds it
+ * from its check of the pins (selection_check_discards) through its
+ * publish, and a connection pins its bitmap only under it
+ * (store_pin).
+ *
+ * Recursive: a sync that fails while a transaction holds it marks the
  * bitmaps from the same thread (sync_failed).
  */
 static pthread_mutex_t meta_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static bool open_recorded;      /* meta_lock: the file says a run writes */
 static bool failed;             /* meta_lock: a sync or commit failed */
+
+/* Take meta_lock; if another thread holds it, a test can see this one
+ * wait (test_pause_point: point is reached only then).
+ */
+static void
+lock_meta_seen (const char *point)
+{
+  if (pthread_mutex_trylock (&meta_lock) == 0)
+    return;
+  test_pause_point (point);
+  pthread_mutex_lock (&meta_lock);
+}
 
 
 /*----------------------------------------------------------------------
@@ -624,71 +662,68 @@ apply_resize (struct bmf_txn **t, void *opaque, struct bmerr *err)
   return *t ? bmf_txn_resize (*t, *(uint64_t *) opaque, err) : -1;
 }
 
-/* A read-only server never writes the file: a file that has never
- * seen its disk is all clean, in memory, at whatever size the disk
- * has; one that has keeps its size, and a grown area reads as changed
- * (extents.c).
+/* Make the bitmaps cover a disk of this size, meta_lock held: the
+ * sets to retire (after the lock is released: retire_sets) go to
+ * retire.  A read-only server never writes the file: a file that has
+ * never seen its disk is all clean, in memory, at whatever size the
+ * disk has; one that has keeps its size, and a grown area reads as
+ * changed (extents.c, view.c).
  */
 static int
-resize_readonly (uint64_t disk_size)
+resize_locked (uint64_t disk_size, struct bitmap_set **retire,
+               struct bmerr *err)
 {
-  struct bitmap_set *s, *retire[2] = { NULL };
-  struct bmerr err;
+  struct bitmap_set *s = tracker_current ();
 
-  pthread_mutex_lock (&meta_lock);
-  s = tracker_current ();
-  if (!s->sized) {
-    struct bitmap_set *clean = set_build_clean (s, disk_size, &err);
-    if (clean == NULL) {
-      pthread_mutex_unlock (&meta_lock);
-      nbdkit_error ("dirtybitmap: %s", err.msg);
-      return -1;
+  if (s->sized && s->disk_size == disk_size)
+    return 0;
+  if (readonly) {
+    struct bitmap_set *clean;
+
+    if (s->sized) {
+      nbdkit_debug ("dirtybitmap: disk size %" PRIu64 ", the file says %"
+                    PRIu64 " (read-only: not recorded)", disk_size,
+                    s->disk_size);
+      return 0;
     }
+    clean = set_build_clean (s, disk_size, err);
+    if (clean == NULL)
+      return -1;
     tracker_lock ();
     tracker_publish (clean);
     tracker_unlock ();
     retire[0] = s;
+    return 0;
   }
-  else if (s->disk_size != disk_size)
-    nbdkit_debug ("dirtybitmap: disk size %" PRIu64 ", the file says %"
-                  PRIu64 " (read-only: not recorded)", disk_size,
-                  s->disk_size);
-  pthread_mutex_unlock (&meta_lock);
-  retire_sets (retire);
-  return 0;
+  if (s->sized)
+    nbdkit_debug ("dirtybitmap: %s: the disk %s from %" PRIu64 " to %"
+                  PRIu64 " bytes: %s", bmf_path (file),
+                  disk_size > s->disk_size ? "grew" : "shrank",
+                  s->disk_size, disk_size,
+                  disk_size > s->disk_size ?
+                  "the new area is dirty in every bitmap" :
+                  "bitmaps are cut to the new size");
+  else
+    nbdkit_debug ("dirtybitmap: %s: disk size is %" PRIu64,
+                  bmf_path (file), disk_size);
+  return commit_live_locked (apply_resize, &disk_size, true, retire, err);
 }
 
 int
 store_resize (uint64_t disk_size)
 {
-  struct bitmap_set *s = tracker_current (), *retire[2] = { NULL };
+  struct bitmap_set *retire[2] = { NULL };
   struct bmerr err;
-  int r = 0;
+  int r;
 
-  if (s->sized && s->disk_size == disk_size)
-    return 0;
-  if (readonly)
-    return resize_readonly (disk_size);
-
-  pthread_mutex_lock (&meta_lock);
-  s = tracker_current ();
-  if (!s->sized || s->disk_size != disk_size) {
-    if (s->sized)
-      nbdkit_debug ("dirtybitmap: %s: the disk %s from %" PRIu64 " to %"
-                    PRIu64 " bytes: %s", bmf_path (file),
-                    disk_size > s->disk_size ? "grew" : "shrank",
-                    s->disk_size, disk_size,
-                    disk_size > s->disk_size ?
-                    "the new area is dirty in every bitmap" :
-                    "bitmaps are cut to the new size");
-    else
-      nbdkit_debug ("dirtybitmap: %s: disk size is %" PRIu64,
-                    bmf_path (file), disk_size);
-    r = commit_live_locked (apply_resize, &disk_size, true, retire, &err);
-    if (r == -1)
-      nbdkit_error ("dirtybitmap: cannot resize the bitmaps to %" PRIu64
-                    " bytes: %s", disk_size, err.msg);
-  }
+  /* Even to see that the size is unchanged: .prepare is no request in
+   * flight, so only meta_lock keeps the current set alive.
+   */
+  lock_meta_seen ("resize-waits");
+  r = resize_locked (disk_size, retire, &err);
+  if (r == -1)
+    nbdkit_error ("dirtybitmap: cannot resize the bitmaps to %" PRIu64
+                  " bytes: %s", disk_size, err.msg);
   pthread_mutex_unlock (&meta_lock);
   retire_sets (retire);
   return r;
@@ -743,9 +778,11 @@ store_transaction (struct action *acts, size_t n, struct bmerr *err)
   }
   pthread_mutex_lock (&meta_lock);
   r = selection_check_discards (acts, n, err);
-  if (r == 0)
+  if (r == 0) {
+    test_pause_point ("txn-checked");
     r = commit_live_locked (apply_actions, &a, copies_bits (acts, n), retire,
                             err);
+  }
   if (r == 0) {
     /* A removed bitmap answers nothing any more. */
     selection_forget_unless (exists);
@@ -784,6 +821,83 @@ store_sync (struct bmerr *err)
 }
 
 /*----------------------------------------------------------------------
+ * The cut of a backup view.
+ */
+
+int
+store_freeze (const char *bitmap, uint64_t disk_size, struct bits *frozen,
+              unsigned *gbits, struct bmerr *err)
+{
+  struct bitmap_set *retire[2] = { NULL };
+  const struct bitmap_set *s;
+  const struct live_bitmap *lb;
+  struct bmerr e;
+  bool grown;
+  size_t len;
+
+  memset (frozen, 0, sizeof *frozen);
+  /* The resize and the copy under one hold of meta_lock: no resize
+   * from a connection's .prepare (which read its size earlier) comes
+   * between them, so the bits are of this size; and the set stays
+   * current, so alive, until the copy is done.
+   */
+  pthread_mutex_lock (&meta_lock);
+  if (resize_locked (disk_size, retire, &e) == -1) {
+    bmerr_set (err, e.errnum ? e.errnum : EIO, "cannot resize the bitmaps "
+               "to the disk's size (%" PRIu64 " bytes): %s", disk_size,
+               e.msg);
+    goto err;
+  }
+  s = tracker_current ();
+  if (bitmap == NULL)
+    goto out;
+  lb = set_find (s, bitmap);
+  if (lb == NULL) {
+    bmerr_set (err, ENOENT, "bitmap %s not found", bitmap);
+    goto err;
+  }
+  if (lb->flags & BMF_INCONSISTENT) {
+    bmerr_set (err, EINVAL, "bitmap %s is inconsistent: it may have missed "
+               "changes, so an incremental backup from it would too: "
+               "take a full backup", bitmap);
+    goto err;
+  }
+  test_pause_point ("freeze");
+  /* A read-only server keeps the file's size (resize_locked): then a
+   * grown area, from the granule of the old end on, is changed, as
+   * extents.c reads it.
+   */
+  grown = s->disk_size < disk_size;
+  len = bits_nr_words (lb->bits.nr_bits) * sizeof (uint64_t);
+  frozen->nr_bits = grown ? bmf_nr_bits (disk_size, lb->gbits)
+    : lb->bits.nr_bits;
+  frozen->words = calloc (MAX (bits_nr_words (frozen->nr_bits), 1),
+                          sizeof (uint64_t));
+  if (frozen->words == NULL) {
+    bmerr_set (err, errno, "%s", strerror (errno));
+    goto err;
+  }
+  tracker_lock ();
+  if (len)
+    memcpy (frozen->words, lb->bits.words, len);
+  tracker_unlock ();
+  if (grown)
+    bits_set_range (frozen, s->disk_size >> lb->gbits, frozen->nr_bits - 1);
+  *gbits = lb->gbits;
+ out:
+  pthread_mutex_unlock (&meta_lock);
+  retire_sets (retire);
+  return 0;
+
+ err:
+  pthread_mutex_unlock (&meta_lock);
+  retire_sets (retire);
+  free (frozen->words);
+  memset (frozen, 0, sizeof *frozen);
+  return -1;
+}
+
+/*----------------------------------------------------------------------
  * Selection.
  */
 
@@ -815,6 +929,18 @@ store_select (const char *name, struct bmerr *err)
  err:
   pthread_mutex_unlock (&meta_lock);
   return -1;
+}
+
+int
+store_pin (const char *name)
+{
+  int r;
+
+  /* Not between a transaction's check of the pins and its publish. */
+  lock_meta_seen ("pin-waits");
+  r = selection_pin (name);
+  pthread_mutex_unlock (&meta_lock);
+  return r;
 }
 
 /*----------------------------------------------------------------------

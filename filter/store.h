@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "actions.h"
+#include "bits.h"
 #include "bmfile.h"
 #include "error.h"
 
@@ -58,11 +59,32 @@ extern int store_select (const char *name, struct bmerr *err);
 extern int store_transaction (struct action *acts, size_t n,
                               struct bmerr *err);
 
+/* The cut of a backup view (backup.c, the gate closed): make the
+ * bitmaps cover a disk of disk_size bytes (a resize, as at .prepare:
+ * the disk may have changed size while no client was connected) and,
+ * unless bitmap is NULL, copy that bitmap's bits (frozen->words
+ * malloced) and its granularity, from the set at that size, which no
+ * resize or transaction retires meanwhile.  -1 with err: the resize
+ * failed, ENOENT, EINVAL if the bitmap is inconsistent, ENOMEM.
+ */
+extern int store_freeze (const char *bitmap, uint64_t disk_size,
+                         struct bits *frozen, unsigned *gbits,
+                         struct bmerr *err);
+
 /* Whether path names the bitmap file of this store. */
 extern bool store_is_bitmap_file (const char *path);
 
 /* Make every bit set so far durable. */
 extern int store_sync (struct bmerr *err);
+
+/* A connection's first block status pins the bitmap it reads
+ * (selection_pin), atomically with transactions: the pin comes before
+ * a transaction checks the pins, which then refuses to clear or
+ * remove it, or after the transaction has published, and the
+ * connection reads the bitmaps as they are after it from its first
+ * block status on.  So it may wait for a transaction to commit.
+ */
+extern int store_pin (const char *name);
 
 struct store_bitmap_info {
   char *name;
