@@ -131,11 +131,11 @@ bmf_check_disk (struct bmf *f, const char *disk, struct bmerr *why)
                "changed)", disk);
   }
   else if (st->has_seen) {
-    if (st->sized && st->disk_size != now.size)
-      bmerr_set (why, ESTALE, "%s was written without the filter since its "
-                 "bitmaps last recorded it (its size changed from %" PRIu64
-                 " to %" PRIu64 " bytes)", disk, st->disk_size, now.size);
-    else if (now.mtime_ns < st->seen_ns)
+    /* The time alone: a size change is a write, and the size that the
+     * bitmaps cover may not be the file's (a filter below the
+     * dirtybitmap filter, such as partition or truncate).
+     */
+    if (now.mtime_ns < st->seen_ns)
       return BMF_DISK_SAME;
     else
       bmerr_set (why, ESTALE, "%s was written without the filter since "
