@@ -86,11 +86,13 @@ rm -rf "$d"; mkdir "$d"
 dd if=/dev/urandom of="$d/disk.img" bs=64K count=16 status=none
 nbdkit -U - --filter="$FILTER" file "$d/disk.img" bitmap=b0 action=add \
        --run 'nbdinfo --size "$uri"'
-dd if=/dev/urandom of="$d/disk.img" bs=64K seek=16 count=4 conv=notrunc \
-   status=none
+# Grown while the read-only server serves it (grown while stopped, the
+# disk was written without the filter: a read-only start refuses it).
 start_nbdkit_child -P "$d/pid" -r -U "$d/sock" --filter="$FILTER" \
                    file "$d/disk.img" bitmap=b0 control="$d/ctl" \
                    2> "$d/nbdkit.err"
+dd if=/dev/urandom of="$d/disk.img" bs=64K seek=16 count=4 conv=notrunc \
+   status=none
 python3 - "$abs_top_srcdir/tests" "$d" <<'EOF2' || fail "readonly: the view"
 import sys
 sys.path.insert(0, sys.argv[1])
