@@ -1,0 +1,473 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
+# model.py: random sequences of what users do to a disk served through
+# the filter, checked against a model of its contents.
+#
+#   model.py FIRST_SEED COUNT STEPS
+#
+# Each sequence (seeds FIRST_SEED .. FIRST_SEED+COUNT-1) draws a
+# durability mode and STEPS operations among: start, clean stop,
+# kill -9, power loss (a new boot id, as a bind mount over
+# /proc/sys/kernel/random/boot_id), writes, zeroes, trims and reads
+# through NBD, bitmaps added, cleared and removed live by transaction,
+# full and incremental backups that add a checkpoint, bitmaps added and
+# cleared offline with the tool, writes and size changes made without
+# the filter while it is stopped, and a cp -p of the disk and its
+# bitmap file together.
+#
+# The oracle: a copy of the disk taken when each bitmap was made or
+# last cleared (its shadow).  After every start, every bitmap that the
+# server's query reports consistent must have every granule dirty in
+# which the disk differs from its shadow; after every tool info, the
+# same for what the tool reports.  And whenever an incremental backup
+# exits 0, the backup equals the disk.  On a failure it prints the seed
+# and the steps, and exits 1.
+#
+# What the man page admits stays unseen is excused, and only that: a
+# write made without the filter within the liveness lease (a second)
+# of a crash of nbdkit.  Most such writes come that soon here; some
+# sequences wait out the lease first, and then the write must be found.
+#
+# The environment gives FILTER (the built filter) and a PATH with the
+# built tool first.
+
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import nbd
+
+G = 65536
+LEASE = 1.0                     # BMF_ALIVE_LEASE
+FILTER = os.environ["FILTER"]
+UNSHARE = ["unshare", "-m", "sh", "-c",
+           'mount --bind "$1" /proc/sys/kernel/random/boot_id && shift && '
+           'exec "$@"', "sh"]
+
+
+class Failure(Exception):
+    pass
+
+
+class Sequence:
+    def __init__(self, seed, steps, top):
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.steps = steps
+        self.dir = os.path.join(top, "s%d" % seed)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        self.disk = os.path.join(self.dir, "disk.img")
+        self.bitmaps = self.disk + ".bitmaps"
+        self.sock = os.path.join(self.dir, "sock")
+        self.ctl = os.path.join(self.dir, "ctl")
+        self.pidfile = os.path.join(self.dir, "pid")
+        self.mode = self.rng.choice(["flush", "strict", "coarse"])
+        self.boot = None            # a boot id file after a power loss
+        self.proc = None
+        self.h = None
+        self.shadows = {}           # bitmap -> the disk when it began
+        self.excused = {}           # bitmap -> granules it may miss
+        self.crashed = None         # when the server last died serving
+        self.targets = {}           # checkpoint -> its backup image
+        self.stale = {}             # checkpoint -> where its image may lag
+        self.counter = 0
+        self.log = ["durability=%s" % self.mode]
+        with open(self.disk, "wb") as f:
+            f.truncate(16 * G)
+
+    # -- helpers --------------------------------------------------------
+
+    def say(self, what):
+        self.log.append(what)
+
+    def wrap(self, cmd):
+        return UNSHARE + [self.boot] + cmd if self.boot else cmd
+
+    def run(self, cmd, ok=True):
+        r = subprocess.run(self.wrap(cmd), cwd=self.dir,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=60)
+        if ok and r.returncode != 0:
+            raise Failure("%s: exit %d: %s" % (" ".join(cmd), r.returncode,
+                                               r.stderr.strip()))
+        return r
+
+    def contents(self):
+        with open(self.disk, "rb") as f:
+            return f.read()
+
+    def began(self, name):
+        self.shadows[name] = self.contents()
+        self.excused[name] = set()
+        # A backup is the base of the bitmap that began with it only.
+        self.targets.pop(name, None)
+
+    def name(self, prefix):
+        self.counter += 1
+        return "%s%d" % (prefix, self.counter)
+
+    def control(self, execute, arguments=None):
+        req = {"execute": execute}
+        if arguments is not None:
+            req["arguments"] = arguments
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(30)
+            s.connect(self.ctl)
+            s.sendall((json.dumps(req) + "\n").encode())
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise Failure("control %s: no reply" % execute)
+                buf += chunk
+        return json.loads(buf)
+
+    def handle(self):
+        if self.h is None:
+            self.h = nbd.NBD()
+            self.h.connect_unix(self.sock)
+        return self.h
+
+    def drop_handle(self):
+        if self.h is not None:
+            try:
+                self.h.shutdown()
+            except nbd.Error:
+                pass
+            self.h = None
+
+    # -- the oracle -----------------------------------------------------
+
+    def changed(self, shadow, disk):
+        n = (len(disk) + G - 1) // G
+        return {g for g in range(n)
+                if disk[g * G:(g + 1) * G] != shadow[g * G:(g + 1) * G]}
+
+    def check(self, who, name, dirty):
+        missing = sorted(self.changed(self.shadows[name], self.contents())
+                         - dirty - self.excused.get(name, set()))
+        if missing:
+            raise Failure("%s reports bitmap %s consistent, but granules %s "
+                          "changed since it began and are clean in it"
+                          % (who, name, missing))
+
+    def served_dirty(self, name):
+        r = self.control("select", {"bitmap": name})
+        if "error" in r:
+            raise Failure("select %s: %s" % (name, r))
+        h = nbd.NBD()
+        h.add_meta_context("base:allocation")
+        h.connect_unix(self.sock)
+        size = h.get_size()
+        dirty = set()
+        pos = 0
+
+        def f(ctx, offset, entries, err):
+            nonlocal pos
+            for i in range(0, len(entries), 2):
+                length, flags = entries[i], entries[i + 1]
+                if not flags & 1:
+                    dirty.update(range(pos // G, (pos + length - 1) // G + 1))
+                pos += length
+            return 0
+        while pos < size:
+            h.block_status(min(size - pos, 1 << 30), pos, f)
+        h.shutdown()
+        return dirty
+
+    def check_server(self):
+        q = self.control("query")["return"]
+        for b in q["bitmaps"]:
+            if b["consistent"] and b["name"] in self.shadows:
+                self.check("the server", b["name"],
+                           self.served_dirty(b["name"]))
+
+    def check_tool(self):
+        if not os.path.exists(self.bitmaps):
+            return
+        info = json.loads(self.run(["dirtybitmap", "info", "--output=json",
+                                    self.bitmaps]).stdout)
+        for b in info["bitmaps"]:
+            if not b["consistent"] or b["name"] not in self.shadows:
+                continue
+            ranges = json.loads(self.run(["dirtybitmap", "map",
+                                          "--output=json", self.bitmaps,
+                                          b["name"]]).stdout)
+            # Past the size it records, the disk is new to the file: the
+            # filter makes it dirty when it sees it.
+            dirty = set(range(-(-(info["disk-size"] or 0) // G),
+                              len(self.contents()) // G))
+            for r in ranges:
+                if r["type"] != 1:
+                    dirty.update(range(r["offset"] // G,
+                                       (r["offset"] + r["length"] - 1) // G
+                                       + 1))
+            self.check("the tool", b["name"], dirty)
+
+    # -- operations while serving ---------------------------------------
+
+    def op_start(self):
+        for p in (self.sock, self.ctl, self.pidfile):
+            if os.path.exists(p):
+                os.unlink(p)
+        cmd = ["nbdkit", "-f", "-U", self.sock, "-P", self.pidfile,
+               "--filter=" + FILTER, "file", self.disk,
+               "control=" + self.ctl, "durability=" + self.mode]
+        self.proc = subprocess.Popen(self.wrap(cmd), cwd=self.dir,
+                                     stderr=subprocess.PIPE,
+                                     universal_newlines=True)
+        for _ in range(3000):
+            if os.path.exists(self.ctl) and os.path.exists(self.pidfile):
+                break
+            if self.proc.poll() is not None:
+                raise Failure("nbdkit did not start: %s"
+                              % self.proc.stderr.read().strip())
+            time.sleep(0.002)
+        else:
+            raise Failure("nbdkit did not start in 6 s")
+        self.say("start")
+        self.crashed = None
+        self.check_server()
+
+    def stopped(self, how):
+        self.drop_handle()
+        self.proc.send_signal(how)
+        self.proc.communicate(timeout=30)
+        self.proc = None
+
+    def op_stop(self):
+        self.say("stop")
+        self.stopped(signal.SIGTERM)
+
+    def op_kill(self):
+        self.say("kill -9")
+        self.stopped(signal.SIGKILL)
+        self.crashed = time.monotonic()
+
+    def op_power_loss(self):
+        self.say("power loss" + (" (serving)" if self.proc else ""))
+        if self.proc:
+            self.stopped(signal.SIGKILL)
+            self.crashed = time.monotonic()
+        self.boot = os.path.join(self.dir, "boot_id")
+        with open(self.boot, "w") as f:
+            f.write(str(uuid.UUID(int=self.rng.getrandbits(128))) + "\n")
+
+    def op_io(self):
+        h = self.handle()
+        size = h.get_size()
+        g = self.rng.randrange(size // G)
+        off = g * G + self.rng.randrange(G - 4096)
+        kind = self.rng.choice(["write", "write", "zero", "trim", "read"])
+        self.say("%s granule %d" % (kind, g))
+        if kind == "write":
+            h.pwrite(bytes([self.rng.randrange(1, 256)]) * 512, off)
+        elif kind == "zero":
+            h.zero(4096, off)
+        elif kind == "trim":
+            h.trim(G, g * G)
+        else:
+            h.pread(512, off)
+
+    def transaction(self, action, name):
+        r = self.control("transaction",
+                         {"actions": [{"action": action, "bitmap": name}]})
+        self.say("live %s %s: %s" % (action, name,
+                                     "ok" if "return" in r else "refused"))
+        return "return" in r
+
+    def op_live_add(self):
+        name = self.name("l")
+        if self.transaction("add", name):
+            self.began(name)
+
+    def op_live_clear(self):
+        if self.shadows:
+            name = self.rng.choice(sorted(self.shadows))
+            if self.transaction("clear", name):
+                self.began(name)
+
+    def op_live_remove(self):
+        if self.shadows:
+            name = self.rng.choice(sorted(self.shadows))
+            if self.transaction("remove", name):
+                del self.shadows[name]
+                del self.excused[name]
+
+    def op_backup(self):
+        self.drop_handle()
+        new = self.name("c")
+        target = os.path.join(self.dir, new + ".img")
+        uri = "nbd+unix:///?socket=" + self.sock
+        base = [b for b in sorted(self.targets) if b in self.shadows]
+        allowed = set()
+        if base and self.rng.random() < 0.7:
+            b = self.rng.choice(base)
+            shutil.copyfile(self.targets[b], target)
+            r = self.run(["dirtybitmap", "backup", "--control", self.ctl,
+                          "--incremental", b, "--checkpoint", new, uri,
+                          target], ok=False)
+            self.say("incremental backup %s -> %s: exit %d"
+                     % (b, new, r.returncode))
+            # What b may have missed, and what its base lacked.
+            allowed = self.excused[b] | self.stale[b]
+        else:
+            r = self.run(["dirtybitmap", "backup", "--control", self.ctl,
+                          "--checkpoint", new, uri, target], ok=False)
+            self.say("full backup -> %s: exit %d" % (new, r.returncode))
+        if r.returncode != 0:
+            self.say("  " + r.stderr.strip().replace("\n", "\n  "))
+            return
+        with open(target, "rb") as f:
+            got = f.read()
+        disk = self.contents()
+        wrong = self.changed(got, disk) if len(got) == len(disk) else None
+        if wrong is None or wrong - allowed:
+            raise Failure("backup %s exited 0 but differs from the disk%s"
+                          % (new, " at granules %s" % sorted(wrong - allowed)
+                             if wrong is not None else " in size"))
+        self.began(new)
+        self.targets[new] = target
+        self.stale[new] = wrong
+
+    # -- operations while stopped ---------------------------------------
+
+    def blind(self, granules):
+        """Before a change made without the filter: wait out the lease
+        of a crash, or excuse the granules it changes (the bound that
+        the man page states)."""
+        if self.crashed is None:
+            return ""
+        left = self.crashed + LEASE + 0.05 - time.monotonic()
+        if left <= 0:
+            return ""
+        if self.rng.random() < 0.15:
+            time.sleep(left)
+            return ""
+        for e in self.excused.values():
+            e.update(granules)
+        return " (within the lease of a crash: may be missed)"
+
+    def op_outside_write(self):
+        size = len(self.contents())
+        g = self.rng.randrange(size // G)
+        blind = self.blind({g})
+        self.say("outside write granule %d%s" % (g, blind))
+        fd = os.open(self.disk, os.O_WRONLY)
+        os.pwrite(fd, os.urandom(64), g * G + self.rng.randrange(G - 64))
+        os.close(fd)
+
+    def op_outside_resize(self):
+        n = len(self.contents()) // G + self.rng.choice([-2, -1, 1, 3])
+        n = max(4, min(n, 32))
+        old = len(self.contents()) // G
+        blind = self.blind(set(range(min(n, old), max(n, old))))
+        self.say("outside truncate to %d granules%s" % (n, blind))
+        os.truncate(self.disk, n * G)
+
+    def tool_bitmap(self, action, name):
+        cmd = ["dirtybitmap", "bitmap", "--" + action]
+        if not os.path.exists(self.bitmaps):
+            cmd += ["--size", str(len(self.contents()))]
+        r = self.run(cmd + [self.bitmaps, name], ok=False)
+        self.say("offline %s %s: exit %d" % (action, name, r.returncode))
+        return r.returncode == 0
+
+    def op_offline_add(self):
+        name = self.name("o")
+        if self.tool_bitmap("add", name):
+            self.began(name)
+
+    def op_offline_clear(self):
+        if self.shadows:
+            name = self.rng.choice(sorted(self.shadows))
+            if self.tool_bitmap("clear", name):
+                self.began(name)
+
+    def op_copy(self):
+        self.say("cp -p of the disk and its bitmap file")
+        for p in (self.disk, self.bitmaps):
+            if os.path.exists(p):
+                subprocess.run(["cp", "-p", p, p + ".copy"], check=True)
+                os.rename(p + ".copy", p)
+
+    def op_info(self):
+        self.say("tool info")
+        self.check_tool()
+
+    # -- the sequence ---------------------------------------------------
+
+    SERVING = [(op_io, 8), (op_live_add, 2), (op_live_clear, 1),
+               (op_live_remove, 1), (op_backup, 2), (op_stop, 3),
+               (op_kill, 2), (op_power_loss, 1)]
+    STOPPED = [(op_start, 6), (op_outside_write, 3), (op_outside_resize, 1),
+               (op_offline_add, 2), (op_offline_clear, 1), (op_copy, 1),
+               (op_info, 2), (op_power_loss, 1)]
+
+    def play(self):
+        for _ in range(self.steps):
+            ops = self.SERVING if self.proc else self.STOPPED
+            op = self.rng.choices([o for o, _ in ops],
+                                  [w for _, w in ops])[0]
+            op(self)
+        if self.proc:
+            self.op_stop()
+        self.op_start()
+        self.op_stop()
+        self.check_tool()
+
+    def close(self):
+        """Kill a server still running; returns what it said."""
+        if not self.proc:
+            return ""
+        self.drop_handle()
+        self.proc.kill()
+        return self.proc.communicate()[1].strip()
+
+
+def one(args):
+    """Play one sequence: (seed, what to print if it failed, or None)."""
+    seed, steps, top = args
+    s = Sequence(seed, steps, top)
+    out = None
+    try:
+        s.play()
+        shutil.rmtree(s.dir)
+    except (Failure, nbd.Error, subprocess.TimeoutExpired, OSError,
+            ValueError, KeyError) as e:
+        out = ["FAIL: seed %d: %s" % (seed, e)]
+        out += ["  %2d. %s" % (i, step) for i, step in enumerate(s.log)]
+    finally:
+        err = s.close()
+        if out is not None and err:
+            out.append("  nbdkit said:\n  " + err.replace("\n", "\n  "))
+    return seed, out
+
+
+def main():
+    first, count, steps = (int(a) for a in sys.argv[1:4])
+    top = os.path.join(os.getcwd(), "model")
+    # Sequences wait out leases and servers: several at once keep both
+    # cores busy.
+    with multiprocessing.Pool(int(os.environ.get("MODEL_JOBS", "4"))) as p:
+        results = sorted(p.imap_unordered(
+            one, [(seed, steps, top)
+                  for seed in range(first, first + count)]))
+    failed = [out for _, out in results if out]
+    for out in failed:
+        print("\n".join(out))
+    print("%d sequences of %d steps, %d failed" % (count, steps, len(failed)))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
