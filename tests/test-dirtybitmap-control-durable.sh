@@ -73,7 +73,7 @@ for line in open(sys.argv[1]):
     if m:
         print("write %s %s" % (m.group(1), m.group(2)))
         continue
-    m = re.search(r"pwrite64\(" + FD + r", .*, 4096, (0|4096)\)", line)
+    m = re.search(r"pwrite64\(" + FD + r", .*, 256, (0|4096)\)", line)
     if m:
         print("header", m.group(1))
         continue
