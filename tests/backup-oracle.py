@@ -65,6 +65,7 @@ def write(uri, first, blocks, log, stopfile, depth):
         if error.value:
             sys.exit("write of block %d failed" % block)
         out.write("%d %d %d %d\n" % (block, version, start, end))
+        out.flush()             # the test waits to see writes done
         busy.discard(block)
         inflight -= 1
         return 1

@@ -41,7 +41,13 @@ for g in 4K 64K 1M; do
     w1=$!
     nice -n 10 python3 "$oracle" write "$uri" $half $half w2.log stop 32 &
     w2=$!
-    sleep 0.5
+    # Both writers running (not merely started: a loaded machine may
+    # take seconds to start them) before the first cut.
+    for (( i = 0; i < 300; ++i )); do
+        [ -s w1.log ] && [ -s w2.log ] && break
+        sleep 0.1
+    done
+    test -s w1.log && test -s w2.log
 
     # A full backup, then two incrementals into the same target.
     for round in 1 2 3; do
