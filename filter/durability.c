@@ -76,8 +76,8 @@ dur_failed (void)
   return __atomic_load_n (&failed, __ATOMIC_ACQUIRE);
 }
 
-int
-dur_sync_to (uint64_t target)
+static int
+sync_to (uint64_t target, bool tell)
 {
   bool first_failure = false;
   int r = 0;
@@ -117,9 +117,21 @@ dur_sync_to (uint64_t target)
   r = failed ? -1 : 0;
   pthread_mutex_unlock (&lock);
 
-  if (first_failure && on_failure)
+  if (first_failure && tell && on_failure)
     on_failure ();
   if (r == -1)
     errno = EIO;
   return r;
+}
+
+int
+dur_sync_to (uint64_t target)
+{
+  return sync_to (target, true);
+}
+
+int
+dur_sync_to_owner (uint64_t target)
+{
+  return sync_to (target, false);
 }

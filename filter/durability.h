@@ -12,7 +12,8 @@
 #include "bmfile.h"
 
 /* Sync this file; on_failure runs once, on the thread that saw the
- * first failed sync, with no lock held.
+ * first failed sync, with no lock of durability.c held (and not on a
+ * thread in dur_sync_to_owner).
  */
 extern void dur_init (struct bmf *file, enum bmf_durability mode,
                       void (*on_failure) (void));
@@ -30,6 +31,12 @@ extern uint64_t dur_requested (void);
  * held.  -1 once a sync has failed: bits may have been lost.
  */
 extern int dur_sync_to (uint64_t target);
+
+/* The same, for the owner of the file while it holds the store's
+ * lock: a first failure is not told (on_failure would take that lock
+ * again), the caller marks the bitmaps itself.
+ */
+extern int dur_sync_to_owner (uint64_t target);
 
 /* A sync has failed. */
 extern bool dur_failed (void);

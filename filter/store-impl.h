@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* store-impl.h: what the files of the store share (store.c opens and
+ * closes the file; store-commit.c commits live changes, retires and
+ * settles sets; store-txn.c runs transactions; store-resize.c resizes;
+ * store-query.c answers what others read).  Never included outside
+ * them: the rest of the filter sees the store through store.h.
+ *
+ * The store and its locks.  `store` is one per process, from
+ * store_open to store_close.  meta_lock protects the file's metadata
+ * (transactions, commits, what is reserved), the fields of `store`
+ * marked so, and the life of the sets of bitmaps: a set is published
+ * only under it (and the bits lock), and a retired set is freed only
+ * under it, after a grace period.  A grace period waits for requests
+ * in flight only: a thread that is not one (the control thread, a
+ * connection's .prepare, the liveness thread) may use a set only
+ * while it holds meta_lock, from tracker_current () to its last
+ * access of the set (store_freeze, store_query, store_select), since
+ * no set is retired meanwhile.
+ *
+ * Lock order: backup.c's lock, then meta_lock, then selection.c's
+ * lock or the tracker's bits lock (selection.c's lock is a leaf:
+ * nothing is taken under it); durability.c's lock is taken under
+ * meta_lock (a commit's sync) and never the other way.  meta_lock is
+ * never waited for with the bits lock held, and never held while
+ * waiting for requests in flight (the gate, a grace period:
+ * inflight.h), since a request may wait for it (its first write, a
+ * failed sync, the pin of its first block status).  It is not
+ * recursive: a sync that fails under it is not told to the store
+ * (dur_sync_to_owner); the holder marks the bitmaps itself.
+ *
+ * It also makes pins atomic with transactions: a transaction holds it
+ * from its check of the pins (selection_check_discards) through its
+ * publish, and a connection pins its bitmap only under it
+ * (store_pin).
+ */
+
+#ifndef DIRTYBITMAP_STORE_IMPL_H
+#define DIRTYBITMAP_STORE_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#include "bmfile.h"
+#include "error.h"
+#include "tracker.h"
+#include "txn.h"
+
+struct store {
+  struct bmf *file;             /* set by store_open, before any other
+                                   thread runs; NULL after store_close */
+  bool readonly;                /* set once by store_open */
+  const char *disk_file;        /* set once by store_open, or NULL */
+  bool open_recorded;           /* meta_lock: the file says a run writes */
+  bool failed;                  /* meta_lock: a sync or commit failed */
+};
+
+extern struct store store;
+extern pthread_mutex_t meta_lock;
+
+/* Take meta_lock; if another thread holds it, a test can see this one
+ * wait (test_pause_point: point is reached only then).
+ */
+extern void lock_meta_seen (const char *point);
+
+/* Nothing can be trusted any more: say so, and in the file.  Called
+ * with meta_lock held.
+ */
+extern void condemn_locked (const char *why);
+
+/* A live change, steps 1 to 3 (store-commit.c): apply fills the
+ * transaction; the sets to retire go to retire.  meta_lock held.
+ */
+extern int commit_live_locked (int (*apply) (struct bmf_txn **t,
+                                             void *opaque,
+                                             struct bmerr *err),
+                               void *opaque, bool copies_bits,
+                               struct bitmap_set **retire,
+                               struct bmerr *err);
+
+/* Step 4: once no request can use them, free the retired sets.
+ * Without meta_lock.
+ */
+extern void retire_sets (struct bitmap_set **retire);
+
+/* Step 5: settle the bitmaps that stopped recording.  Without
+ * meta_lock.
+ */
+extern int settle (struct bmerr *err);
+
+/* Make the bitmaps cover a disk of this size (store-resize.c).
+ * meta_lock held; retire the sets after releasing it.
+ */
+extern int resize_locked (uint64_t disk_size, struct bitmap_set **retire,
+                          struct bmerr *err);
+
+#endif /* DIRTYBITMAP_STORE_IMPL_H */
