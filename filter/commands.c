@@ -35,10 +35,6 @@ void
 commands_init (int (*fn) (struct bmerr *err))
 {
   flush_plugin = fn;
-  /* From here on, errors of actions go to control clients, who do
-   * not use action=: they read as those of dirtybitmap bitmap.
-   */
-  bmf_remove_hint = NULL;
 }
 
 static const char *

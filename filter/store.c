@@ -390,22 +390,28 @@ store_open (const struct store_config *cfg)
 
   store.readonly = cfg->readonly;
   store.disk_file = cfg->disk_file;
-  bmf_remove_hint = "action=remove";
   if (open_file (cfg, &created) == -1)
     return -1;
+  /* The start's actions name the parameter; a control client's
+   * refusals, later, do not.
+   */
+  bmf_set_remove_hint (store.file, "action=remove");
   recovery_notices ();
   dur_init (store.file, cfg->durability, sync_failed);
   tracker_init (first_write);
-  if (judge_disk (created) == -1 ||
-      start_txn (cfg, created, &sel) == -1 ||
-      serve (cfg, sel) == -1) {
-    set_free (store.file, tracker_current ());
-    tracker_publish (NULL);
-    bmf_close (store.file);           /* a created file goes with it */
-    store.file = NULL;
-    return -1;
-  }
+  if (judge_disk (created) == -1 || start_txn (cfg, created, &sel) == -1)
+    goto err;
+  bmf_set_remove_hint (store.file, NULL);
+  if (serve (cfg, sel) == -1)
+    goto err;
   return 0;
+
+ err:
+  set_free (store.file, tracker_current ());
+  tracker_publish (NULL);
+  bmf_close (store.file);               /* a created file goes with it */
+  store.file = NULL;
+  return -1;
 }
 
 void

@@ -51,7 +51,6 @@
  */
 #define REOPEN_TRIES 5
 
-const char *bmf_remove_hint;
 
 const char *
 bmf_path (const struct bmf *f)
@@ -63,6 +62,12 @@ const struct bmf_state *
 bmf_state (const struct bmf *f)
 {
   return &f->st;
+}
+
+void
+bmf_set_remove_hint (struct bmf *f, const char *hint)
+{
+  f->remove_hint = hint;
 }
 
 bool

@@ -260,9 +260,9 @@ need_consistent (struct bmf_txn *t, const struct bmf_bitmap *bm,
   bmerr_set (err, EINVAL, "bitmap %s is inconsistent: %s; remove it%s%s%s "
              "and take a full backup", bm->name,
              bmf_inconsistent_reason (t->f),
-             bmf_remove_hint ? " (" : "",
-             bmf_remove_hint ? bmf_remove_hint : "",
-             bmf_remove_hint ? ")" : "");
+             t->f->remove_hint ? " (" : "",
+             t->f->remove_hint ? t->f->remove_hint : "",
+             t->f->remove_hint ? ")" : "");
   return -1;
 }
 
