@@ -329,11 +329,11 @@ start_txn (const struct store_config *cfg, bool created, const char **sel)
   /* The previous run's bits are made durable by this commit, so a
    * mark it left (a crash) can go.
    */
-  bmf_txn_set_open (t, false, cfg->durability);
+  bmf_txn_set_open (t, false, dur_mode ());
   /* The disk as it is now: judged above, and not yet written. */
   bmf_txn_disk_seen (t, store.disk_file);
   /* Shadows only while a coarse run keeps them exact. */
-  if (bmf_txn_set_shadows (t, cfg->durability == BMF_COARSE ?
+  if (bmf_txn_set_shadows (t, dur_mode () == BMF_COARSE ?
                            cfg->cgbits : 0, &err) == -1) {
     nbdkit_error ("dirtybitmap: %s: %s", cfg->path, err.msg);
     goto out;
