@@ -37,6 +37,11 @@ extern char *find_disk (const char *file, const char *given);
  */
 extern void judge_disk (struct bmf *f, const char *disk, bool writing);
 
+/* The same for a command that only reads f: the disk is found from
+ * given (--disk) or f's path, and not judged while a server holds f.
+ */
+extern void judge_disk_read (struct bmf *f, const char *given);
+
 /* "--output=human|json": returns 0 human, 1 json, -1 (reported). */
 extern int parse_output (const char *sub, const char *value);
 

@@ -51,3 +51,16 @@ judge_disk (struct bmf *f, const char *disk, bool writing)
     break;
   }
 }
+
+void
+judge_disk_read (struct bmf *f, const char *given)
+{
+  char *disk;
+
+  /* A server that holds the file is the judge of its disk. */
+  if (bmf_in_use (f))
+    return;
+  disk = find_disk (bmf_path (f), given);
+  judge_disk (f, disk, false);
+  free (disk);
+}

@@ -139,12 +139,7 @@ from_file (const char *path, bool force, const char *given_disk,
                "--control SOCKET to ask the server\n", prog);
     return -1;
   }
-  /* A server that holds the file is the judge of its disk. */
-  if (!bmf_in_use (f)) {
-    char *disk = find_disk (path, given_disk);
-    judge_disk (f, disk, false);
-    free (disk);
-  }
+  judge_disk_read (f, given_disk);
   st = bmf_state (f);
   in->path = strdup (bmf_path (f));
   in->bm = calloc (MAX (st->nr_bitmaps, 1), sizeof *in->bm);

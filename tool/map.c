@@ -20,13 +20,16 @@ static void __attribute__ ((noreturn))
 map_usage (int status)
 {
   fprintf (status ? stderr : stdout,
-"Usage: %s map [--output=human|json] [-U] FILE BITMAP\n"
+"Usage: %s map [--output=human|json] [-U] [--disk DISKFILE] FILE BITMAP\n"
 "\n"
 "Print the dirty (data) and clean (hole) ranges of bitmap BITMAP of the\n"
 "bitmap file FILE, as nbdinfo --map prints them for the filter.\n"
 "\n"
 "  --output=json     the JSON of nbdinfo --map --json\n"
-"  -U, --force-share read a file that a running nbdkit holds (a snapshot)\n",
+"  -U, --force-share read a file that a running nbdkit holds (a snapshot)\n"
+"  --disk DISKFILE   the disk that FILE describes (default: FILE less\n"
+"                    \".bitmaps\"), checked for writes made without the\n"
+"                    filter\n",
            prog);
   exit (status);
 }
@@ -52,12 +55,15 @@ print_run (uint64_t offset, uint64_t length, bool dirty, void *opaque)
 int
 do_map (int argc, char *argv[])
 {
+  enum { DISK = 256 };
   static const struct option long_options[] = {
     { "help", no_argument, NULL, 'h' },
     { "output", required_argument, NULL, 'o' },
     { "force-share", no_argument, NULL, 'U' },
+    { "disk", required_argument, NULL, DISK },
     { NULL }
   };
+  const char *disk = NULL;
   int c, json = 0, r = EXIT_FAILURE;
   bool force = false;
   const struct bmf_bitmap *bm;
@@ -69,6 +75,7 @@ do_map (int argc, char *argv[])
     switch (c) {
     case 'h': map_usage (EXIT_SUCCESS);
     case 'U': force = true; break;
+    case DISK: disk = optarg; break;
     case 'o':
       if ((json = parse_output ("map ", optarg)) == -1)
         return EXIT_FAILURE;
@@ -87,6 +94,7 @@ do_map (int argc, char *argv[])
       fprintf (stderr, "%s: use -U to read it while it is in use\n", prog);
     return EXIT_FAILURE;
   }
+  judge_disk_read (f, disk);
   bm = bmf_find (bmf_state (f), argv[optind + 1]);
   if (bm == NULL)
     fprintf (stderr, "%s: bitmap %s not found in %s\n",
