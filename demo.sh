@@ -70,8 +70,8 @@ step "Stop the writer; is each backup the disk at one point in time?"
 touch stop
 wait "$writer"
 writer=
-run python3 "$oracle" check full.img $blocks cut.full writes.log
-run python3 "$oracle" check backup.img $blocks cut.inc writes.log
+run python3 "$oracle" check --window full.img $blocks cut.full writes.log
+run python3 "$oracle" check --window backup.img $blocks cut.inc writes.log
 
 step "One more incremental, now that nothing writes: backup.img is the disk"
 run dirtybitmap backup --control ctl --incremental c2 --checkpoint c3 \
