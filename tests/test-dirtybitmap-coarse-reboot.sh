@@ -10,8 +10,7 @@ source ./functions.sh
 set -e
 set -x
 requires_dirtybitmap_filter
-requires test -r /proc/sys/kernel/random/boot_id
-requires unshare -m -- sh -c 'mount --bind /dev/null /proc/sys/kernel/random/boot_id'
+requires_boot_id_mount
 
 if ! python3 "$abs_top_srcdir/tests/coarse-rounds.py" plain ${ROUNDS:-8} ${SEED:-$RANDOM} \
   > rounds.out 2>&1; then

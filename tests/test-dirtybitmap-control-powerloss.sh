@@ -18,7 +18,7 @@ set -e
 set -x
 requires_dirtybitmap_filter
 requires strace -V
-requires unshare -m -- sh -c 'mount --bind /dev/null /proc/sys/kernel/random/boot_id'
+requires_boot_id_mount
 requires_loop_ext4 lo.img
 
 mount_loop_ext4 lo.img mnt

@@ -23,7 +23,7 @@ requires_dirtybitmap_filter
 requires strace -V
 requires python3 -c 'import nbd'
 requires test "$(id -u)" -eq 0
-requires unshare -m -- sh -c 'mount --bind /dev/null /proc/sys/kernel/random/boot_id'
+requires_boot_id_mount
 
 truncate -s 64M disk.img
 bm="$PWD/disk.img.bitmaps"

@@ -9,8 +9,7 @@ source ./functions.sh
 set -e
 set -x
 requires_dirtybitmap_filter
-requires test -r /proc/sys/kernel/random/boot_id
-requires unshare -m -- sh -c 'mount --bind /dev/null /proc/sys/kernel/random/boot_id'
+requires_boot_id_mount
 
 python3 "$abs_top_srcdir/tests/model.py" "${MODEL_SEED:-1}" \
         "${MODEL_SEQUENCES:-200}" "${MODEL_STEPS:-25}" > model.out || {
