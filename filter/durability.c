@@ -16,7 +16,8 @@
  *
  * After a failed fdatasync the kernel may have dropped pages it could
  * not write: from then on every sync fails, and the owner of the file
- * is told once (on_failure) so that it can mark the bitmaps.
+ * is told once (on_failure, with the errno) so that it can mark the
+ * bitmaps and say so.
  */
 
 #include <config.h>
@@ -35,7 +36,7 @@ extern int dirtybitmap_debug_verbose;
 
 static struct bmf *file;
 static enum bmf_durability mode;
-static void (*on_failure) (void);
+static void (*on_failure) (int errnum);
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
@@ -43,9 +44,10 @@ static uint64_t requested;      /* tickets taken (atomic) */
 static uint64_t synced;         /* tickets on stable storage (atomic) */
 static bool syncing;            /* a thread is in fdatasync (lock) */
 static bool failed;             /* a sync failed (atomic) */
+static int fail_errno;          /* its errno (set before failed) */
 
 void
-dur_init (struct bmf *f, enum bmf_durability m, void (*fail) (void))
+dur_init (struct bmf *f, enum bmf_durability m, void (*fail) (int errnum))
 {
   file = f;
   mode = m;
@@ -76,11 +78,17 @@ dur_failed (void)
   return __atomic_load_n (&failed, __ATOMIC_ACQUIRE);
 }
 
+int
+dur_error (void)
+{
+  return dur_failed () ? fail_errno : 0;
+}
+
 static int
 sync_to (uint64_t target, bool tell)
 {
   bool first_failure = false;
-  int r = 0;
+  int r = 0, e;
 
   if (!dur_failed () &&
       __atomic_load_n (&synced, __ATOMIC_ACQUIRE) >= target)
@@ -100,13 +108,16 @@ sync_to (uint64_t target, bool tell)
     upto = dur_requested ();
     tracker_unlock ();
     r = bmf_sync (file);
-    if (r == -1)
-      nbdkit_error ("dirtybitmap: %s: fdatasync: %m", bmf_path (file));
-    else if (dirtybitmap_debug_verbose)
+    e = errno;
+    /* A failure is said once, by whoever reports it: the owner of the
+     * file (on_failure), and each request that it fails.
+     */
+    if (r == 0 && dirtybitmap_debug_verbose)
       nbdkit_debug ("dirtybitmap: synced tickets up to %" PRIu64, upto);
     pthread_mutex_lock (&lock);
     syncing = false;
     if (r == -1 && !failed) {
+      fail_errno = e ? e : EIO;
       __atomic_store_n (&failed, true, __ATOMIC_RELEASE);
       first_failure = true;
     }
@@ -118,7 +129,7 @@ sync_to (uint64_t target, bool tell)
   pthread_mutex_unlock (&lock);
 
   if (first_failure && tell && on_failure)
-    on_failure ();
+    on_failure (fail_errno);
   if (r == -1)
     errno = EIO;
   return r;

@@ -16,7 +16,7 @@
  * thread in dur_sync_to_owner).
  */
 extern void dur_init (struct bmf *file, enum bmf_durability mode,
-                      void (*on_failure) (void));
+                      void (*on_failure) (int errnum));
 extern enum bmf_durability dur_mode (void);
 
 /* Take a ticket, then set bits, under the bits lock: once
@@ -40,5 +40,8 @@ extern int dur_sync_to_owner (uint64_t target);
 
 /* A sync has failed. */
 extern bool dur_failed (void);
+
+/* The errno of the failed sync, 0 if none failed. */
+extern int dur_error (void);
 
 #endif /* DIRTYBITMAP_DURABILITY_H */

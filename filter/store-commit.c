@@ -139,8 +139,9 @@ commit_and_publish_locked (struct bmf_txn *t, bool copies_bits,
    * writes going on.  A failure is ours to mark (store-impl.h).
    */
   if (dur_mode () != BMF_FLUSH && dur_sync_to_owner (ticket) == -1) {
-    bmerr_set (err, EIO, "%s: the bitmaps cannot be made durable",
-               bmf_path (store.file));
+    bmerr_set (err, EIO, "%s: the bitmaps cannot be made durable "
+               "(fdatasync: %s)", bmf_path (store.file),
+               strerror (dur_error ()));
     bmf_txn_abort (t);
     return -1;
   }

@@ -71,10 +71,14 @@ condemn_locked (const char *why)
 }
 
 static void
-sync_failed (void)
+sync_failed (int errnum)
 {
+  char why[128];
+
+  snprintf (why, sizeof why, "a sync of the bitmaps failed (fdatasync: %s)",
+            strerror (errnum));
   pthread_mutex_lock (&meta_lock);
-  condemn_locked ("a sync of the bitmaps failed");
+  condemn_locked (why);
   pthread_mutex_unlock (&meta_lock);
 }
 

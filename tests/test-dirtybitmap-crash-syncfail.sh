@@ -43,9 +43,12 @@ h.pwrite(b"b", 16384)
         kill_nbdkit $nbdkit_pid
     fi
     cat nbdkit-$stop.err
-    grep -F "dirtybitmap: $bm: fdatasync: Input/output error" nbdkit-$stop.err
-    grep -F "dirtybitmap: $bm: a sync of the bitmaps failed: every enabled bitmap is now inconsistent: take a full backup" \
+    grep -F "dirtybitmap: $bm: a sync of the bitmaps failed (fdatasync: Input/output error): every enabled bitmap is now inconsistent: take a full backup" \
          nbdkit-$stop.err
+    # Said once (then each failed request says it failed).
+    test "$(grep -c "Input/output error" nbdkit-$stop.err)" = 1
+    test "$(grep -c "dirtybitmap: the bitmaps cannot be made durable" \
+                 nbdkit-$stop.err)" = 2
 
     dirtybitmap info "$bm" > info
     cat info
