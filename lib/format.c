@@ -274,21 +274,20 @@ bmf_encode_header (const struct bmf_state *st, uint32_t dir_crc,
   put_le32 (buf + H_CRC, crc32c (buf, H_CRC));
 }
 
-void
-bmf_decode_slot (const unsigned char *buf, size_t got, struct bmf_slot *s)
+/* The slot's envelope: its magic, length, version and checksum.
+ * Returns whether the slot is whole (its fields can be decoded).
+ */
+static bool
+slot_envelope (const unsigned char *buf, size_t got, struct bmf_slot *s)
 {
-  uint32_t flags, incompat, compat, hlen, mode;
-  struct bmf_state *st = &s->st;
-  const char *rp;
-
   memset (s, 0, sizeof *s);
   if (got < 8 || memcmp (buf + H_MAGIC, magic, 8) != 0) {
     s->status = got < 8 ? SLOT_SHORT : SLOT_MAGIC;
-    return;
+    return false;
   }
   if (got < BMF_HEADER_LENGTH) {
     s->status = SLOT_SHORT;
-    return;
+    return false;
   }
   memcpy (s->raw, buf, BMF_HEADER_LENGTH);
   if (get_le32 (buf + H_VERSION) != BMF_VERSION) {
@@ -297,25 +296,40 @@ bmf_decode_slot (const unsigned char *buf, size_t got, struct bmf_slot *s)
               "unsupported format version %" PRIu32
               " (this program reads version %d)",
               get_le32 (buf + H_VERSION), BMF_VERSION);
-    return;
+    return false;
   }
   if (get_le32 (buf + H_CRC) != crc32c (buf, H_CRC)) {
     s->status = SLOT_CRC;
     snprintf (s->why, sizeof s->why, "header checksum mismatch");
-    return;
+    return false;
   }
 
-  s->status = SLOT_FIELD;
-  hlen = get_le32 (buf + H_LENGTH);
-  flags = get_le32 (buf + H_FLAGS);
-  incompat = get_le32 (buf + H_INCOMPAT);
+  return true;
+}
+
+/* The raw header words that st does not keep. */
+struct raw_words {
+  uint32_t hlen, flags, incompat, mode;
+};
+
+/* Decode a whole slot's fields into s->st (checked by field_problem). */
+static void
+decode_fields (const unsigned char *buf, struct bmf_slot *s,
+               struct raw_words *w)
+{
+  struct bmf_state *st = &s->st;
+  uint32_t compat;
+
+  w->hlen = get_le32 (buf + H_LENGTH);
+  w->flags = get_le32 (buf + H_FLAGS);
+  w->incompat = get_le32 (buf + H_INCOMPAT);
   compat = get_le32 (buf + H_COMPAT);
-  mode = get_le32 (buf + H_OPEN_MODE);
+  w->mode = get_le32 (buf + H_OPEN_MODE);
   st->seq = get_le64 (buf + H_SEQ);
   st->disk_size = get_le64 (buf + H_DISK_SIZE);
-  st->sized = flags & BMF_HDR_SIZED;
-  st->open = flags & BMF_HDR_OPEN;
-  st->open_mode = mode;
+  st->sized = w->flags & BMF_HDR_SIZED;
+  st->open = w->flags & BMF_HDR_OPEN;
+  st->open_mode = w->mode;
   st->open_pid = get_le64 (buf + H_OPEN_PID);
   memcpy (st->boot_id, buf + H_BOOT_ID, BMF_BOOT_ID_LEN);
   st->dir_offset = get_le64 (buf + H_DIR_OFFSET);
@@ -341,23 +355,33 @@ bmf_decode_slot (const unsigned char *buf, size_t got, struct bmf_slot *s)
     st->has_seen = true;
     st->seen_ns = get_le64 (buf + H_SEEN);
   }
+}
 
-  if (hlen != BMF_HEADER_LENGTH)
+/* Whether the decoded fields keep every rule: if not, s->why says
+ * which one they break first.
+ */
+static bool
+fields_ok (struct bmf_slot *s, const struct raw_words *w)
+{
+  const struct bmf_state *st = &s->st;
+  const char *rp;
+
+  if (w->hlen != BMF_HEADER_LENGTH)
     snprintf (s->why, sizeof s->why, "header length %" PRIu32
-              " is not %d", hlen, BMF_HEADER_LENGTH);
-  else if (incompat != 0)
+              " is not %d", w->hlen, BMF_HEADER_LENGTH);
+  else if (w->incompat != 0)
     snprintf (s->why, sizeof s->why,
-              "unsupported incompatible features 0x%" PRIx32, incompat);
+              "unsupported incompatible features 0x%" PRIx32, w->incompat);
   else if (st->seq == 0 || st->seq > BMF_MAX_SEQ)
     snprintf (s->why, sizeof s->why,
               "header sequence number %" PRIu64 " is out of range "
               "(1 to 2^63-1)", st->seq);
-  else if (flags & ~BMF_HDR_FLAGS)
+  else if (w->flags & ~BMF_HDR_FLAGS)
     snprintf (s->why, sizeof s->why, "unknown header flags 0x%" PRIx32,
-              flags & ~BMF_HDR_FLAGS);
-  else if (mode > BMF_MAX_DURABILITY)
+              w->flags & ~BMF_HDR_FLAGS);
+  else if (w->mode > BMF_MAX_DURABILITY)
     snprintf (s->why, sizeof s->why, "unknown durability mode %" PRIu32,
-              mode);
+              w->mode);
   else if (memchr (st->boot_id, '\0', BMF_BOOT_ID_LEN) == NULL)
     snprintf (s->why, sizeof s->why, "boot id is not terminated");
   else if (st->disk_size > BMF_MAX_DISK_SIZE)
@@ -391,10 +415,23 @@ bmf_decode_slot (const unsigned char *buf, size_t got, struct bmf_slot *s)
     snprintf (s->why, sizeof s->why,
               "directory (offset %" PRIu64 ", length %" PRIu32 ") %s",
               st->dir_offset, st->dir_length, rp);
-  else if (st->has_shadows &&
-           !bmf_shadow_fields_ok (st, s->why, sizeof s->why))
-    ;
+  else if (st->has_shadows)
+    return bmf_shadow_fields_ok (st, s->why, sizeof s->why);
   else
+    return true;
+  return false;
+}
+
+void
+bmf_decode_slot (const unsigned char *buf, size_t got, struct bmf_slot *s)
+{
+  struct raw_words w;
+
+  if (!slot_envelope (buf, got, s))
+    return;
+  s->status = SLOT_FIELD;
+  decode_fields (buf, s, &w);
+  if (fields_ok (s, &w))
     s->status = SLOT_OK;
 }
 
