@@ -89,6 +89,108 @@ control_connect (const char *path)
   return -1;
 }
 
+/* Send the request, then a newline, by deadline: -1 with errno. */
+static int
+send_line (int fd, const char *req, int deadline)
+{
+  size_t sent = 0, reqlen = strlen (req);
+
+  while (sent <= reqlen) {
+    const char *p = sent < reqlen ? req + sent : "\n";
+    size_t n = sent < reqlen ? reqlen - sent : 1;
+    ssize_t w;
+    if (wait_for (fd, POLLOUT, deadline) == -1)
+      return -1;
+    w = send (fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w == -1 && errno != EAGAIN && errno != EINTR)
+      return -1;
+    if (w > 0)
+      sent += w;
+  }
+  return 0;
+}
+
+/* One line back, by deadline, without its newline, into *line (read a
+ * byte at a time past the line: the connection may carry more
+ * requests).  -1 with errno; -2 when said here.
+ */
+static int
+recv_line (int fd, const char *path, int deadline, char **line)
+{
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+
+  for (;;) {
+    ssize_t got;
+    if (len + 2 > cap) {
+      char *b;
+      if (cap + 65536 > REPLY_MAX) {
+        fprintf (stderr, "%s: --control %s: the reply is too long\n",
+                 prog, path);
+        free (buf);
+        return -2;
+      }
+      if ((b = realloc (buf, cap + 65536)) == NULL)
+        break;
+      buf = b;
+      cap += 65536;
+    }
+    if (wait_for (fd, POLLIN, deadline) == -1)
+      break;
+    got = recv (fd, buf + len, 1, MSG_DONTWAIT);
+    if (got == 0) {
+      fprintf (stderr, "%s: --control %s: the server closed the connection "
+               "without a reply\n", prog, path);
+      free (buf);
+      return -2;
+    }
+    if (got == -1) {
+      if (errno == EAGAIN || errno == EINTR)
+        continue;
+      break;
+    }
+    len += got;
+    buf[len] = '\0';
+    if (buf[len - 1] == '\n') {
+      buf[len - 1] = '\0';
+      *line = buf;
+      return 0;
+    }
+  }
+  free (buf);
+  return -1;
+}
+
+/* A reply line: 0 and *ret, 1 and *error (the server's), -1 said. */
+static int
+parse_reply (const char *path, const char *line, json_object **ret,
+             char **error)
+{
+  json_object *reply = json_tokener_parse (line), *v, *e;
+  int r = -1;
+
+  if (reply && json_object_is_type (reply, json_type_object) &&
+      json_object_object_get_ex (reply, "return", &v)) {
+    *ret = json_object_get (v);
+    r = 0;
+  }
+  else if (reply && json_object_is_type (reply, json_type_object) &&
+           json_object_object_get_ex (reply, "error", &e) &&
+           json_object_object_get_ex (e, "desc", &v)) {
+    *error = strdup (json_object_get_string (v));
+    if (*error)
+      r = 1;
+    else
+      fprintf (stderr, "%s: --control %s: %s\n", prog, path,
+               strerror (errno));
+  }
+  else
+    fprintf (stderr, "%s: --control %s: not a control reply: %s\n",
+             prog, path, line);
+  json_object_put (reply);
+  return r;
+}
+
 int
 control_call_on (int fd, const char *path, json_object *request,
                  json_object **ret, char **error)
@@ -96,94 +198,23 @@ control_call_on (int fd, const char *path, json_object *request,
   const int deadline = now_ms () + CONTROL_TIMEOUT_SECONDS * 1000;
   const char *req = json_object_to_json_string_ext (request,
                                                     JSON_C_TO_STRING_PLAIN);
-  char *buf = NULL, *nl = NULL;
-  size_t len = 0, cap = 0, sent = 0, reqlen = strlen (req);
-  json_object *reply = NULL, *v, *e;
-  int r = -1;
+  char *line = NULL;
+  int r;
 
   *ret = NULL;
   *error = NULL;
-
-  /* The request, then a newline. */
-  while (sent <= reqlen) {
-    const char *p = sent < reqlen ? req + sent : "\n";
-    size_t n = sent < reqlen ? reqlen - sent : 1;
-    ssize_t w;
-    if (wait_for (fd, POLLOUT, deadline) == -1)
-      goto io_error;
-    w = send (fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w == -1 && errno != EAGAIN && errno != EINTR)
-      goto io_error;
-    if (w > 0)
-      sent += w;
-  }
-
-  /* One line back (read a byte at a time past the line: the
-   * connection may carry more requests).
-   */
-  while (nl == NULL) {
-    ssize_t got;
-    if (len + 2 > cap) {
-      char *b;
-      if (cap + 65536 > REPLY_MAX) {
-        fprintf (stderr, "%s: --control %s: the reply is too long\n",
-                 prog, path);
-        goto out;
-      }
-      if ((b = realloc (buf, cap + 65536)) == NULL)
-        goto io_error;
-      buf = b;
-      cap += 65536;
-    }
-    if (wait_for (fd, POLLIN, deadline) == -1)
-      goto io_error;
-    got = recv (fd, buf + len, 1, MSG_DONTWAIT);
-    if (got == 0) {
-      fprintf (stderr, "%s: --control %s: the server closed the connection "
-               "without a reply\n", prog, path);
-      goto out;
-    }
-    if (got == -1) {
-      if (errno == EAGAIN || errno == EINTR)
-        continue;
-      goto io_error;
-    }
-    len += got;
-    buf[len] = '\0';
-    if (buf[len - 1] == '\n')
-      nl = &buf[len - 1];
-  }
-  *nl = '\0';
-
-  reply = json_tokener_parse (buf);
-  if (reply == NULL || !json_object_is_type (reply, json_type_object)) {
-    fprintf (stderr, "%s: --control %s: not a control reply: %s\n",
-             prog, path, buf);
-    goto out;
-  }
-  if (json_object_object_get_ex (reply, "return", &v)) {
-    *ret = json_object_get (v);
-    r = 0;
-  }
-  else if (json_object_object_get_ex (reply, "error", &e) &&
-           json_object_object_get_ex (e, "desc", &v)) {
-    *error = strdup (json_object_get_string (v));
-    r = *error ? 1 : -1;
-  }
-  else
-    fprintf (stderr, "%s: --control %s: not a control reply: %s\n",
-             prog, path, buf);
-  goto out;
-
- io_error:
-  fprintf (stderr, "%s: --control %s: %s\n", prog, path,
-           errno == ETIMEDOUT ? "no reply within " CONTROL_TIMEOUT_TEXT
-           : strerror (errno));
- out:
-  json_object_put (reply);
+  r = send_line (fd, req, deadline);
+  if (r == 0)
+    r = recv_line (fd, path, deadline, &line);
+  if (r == 0)
+    r = parse_reply (path, line, ret, error);
+  else if (r == -1)
+    fprintf (stderr, "%s: --control %s: %s\n", prog, path,
+             errno == ETIMEDOUT ? "no reply within " CONTROL_TIMEOUT_TEXT
+             : strerror (errno));
   json_object_put (request);
-  free (buf);
-  return r;
+  free (line);
+  return r < 0 ? -1 : r;
 }
 
 int
