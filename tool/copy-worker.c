@@ -484,19 +484,20 @@ abandon_slots (struct loop *l)
   }
 }
 
-/* Wait for the source, the target or the interrupt pipe, and let
- * libnbd move on.  A handle that fails is dead: its commands in
- * flight have been failed by libnbd (their callbacks ran) and it is
- * polled no more.
+/* The descriptors to poll: the source's (-1 if it is dead), the
+ * target's (-1 if it has none now) and the wake pipe's, in fds; their
+ * indexes in *src_i, *dst_i and *wake_i (-1 if not polled).  Returns
+ * how many.
  */
-static void
-poll_handles (struct loop *l)
+static int
+poll_set (struct loop *l, struct pollfd fds[3], int *src_i, int *dst_i,
+          int *wake_i)
 {
   struct copy *c = l->c;
   struct target *t = c->dst;
-  struct pollfd fds[3];
-  int nfds = 0, src_i = -1, dst_i = -1, wake_i = -1;
+  int nfds = 0;
 
+  *src_i = *dst_i = *wake_i = -1;
   if (!l->src_dead) {
     int fd = nbd_aio_get_fd (l->src);
     if (fd == -1) {
@@ -510,7 +511,7 @@ poll_handles (struct loop *l)
         .events = ((dir & LIBNBD_AIO_DIRECTION_READ) ? POLLIN : 0) |
                   ((dir & LIBNBD_AIO_DIRECTION_WRITE) ? POLLOUT : 0),
       };
-      src_i = nfds++;
+      *src_i = nfds++;
     }
   }
   if (!l->dst_dead) {
@@ -518,13 +519,59 @@ poll_handles (struct loop *l)
     int fd = t->ops->get_fd (t, l->conn, &events);
     if (fd >= 0) {
       fds[nfds] = (struct pollfd) { .fd = fd, .events = events };
-      dst_i = nfds++;
+      *dst_i = nfds++;
     }
   }
   if (!l->woken && c->wake_fd >= 0) {
     fds[nfds] = (struct pollfd) { .fd = c->wake_fd, .events = POLLIN };
-    wake_i = nfds++;
+    *wake_i = nfds++;
   }
+  return nfds;
+}
+
+/* The source's descriptor is ready (revents): let libnbd go on. */
+static void
+notify_source (struct loop *l, short rev)
+{
+  struct copy *c = l->c;
+  unsigned dir = nbd_aio_get_direction (l->src);
+  int r = 0;
+
+  if ((dir & LIBNBD_AIO_DIRECTION_READ) &&
+      (rev & (POLLIN | POLLHUP | POLLERR)))
+    r = nbd_aio_notify_read (l->src);
+  else if ((dir & LIBNBD_AIO_DIRECTION_WRITE) &&
+           (rev & (POLLOUT | POLLHUP | POLLERR)))
+    r = nbd_aio_notify_write (l->src);
+  if (r == -1) {
+    copy_error (c, "source %s: %s", c->src_name, nbd_get_error ());
+    l->src_dead = true;
+  }
+  else if (nbd_aio_is_closed (l->src) == 1 ||
+           nbd_aio_is_dead (l->src) == 1) {
+    /* End of file where a reply could start: libnbd calls that a
+     * close, not an error, but the commands in flight are lost.
+     */
+    copy_error (c, "source %s: the server closed the connection",
+                c->src_name);
+    l->src_dead = true;
+  }
+}
+
+/* Wait for the source, the target or the interrupt pipe, and let
+ * libnbd move on.  A handle that fails is dead: its commands in
+ * flight have been failed by libnbd (their callbacks ran) and it is
+ * polled no more.
+ */
+static void
+poll_handles (struct loop *l)
+{
+  struct copy *c = l->c;
+  struct target *t = c->dst;
+  struct pollfd fds[3];
+  int nfds, src_i, dst_i, wake_i;
+
+  nfds = poll_set (l, fds, &src_i, &dst_i, &wake_i);
   if (src_i == -1 && dst_i == -1) {
     /* libnbd fails the commands in flight on a handle that dies or
      * closes, so this should not happen; if it does, give the slots
@@ -545,31 +592,8 @@ poll_handles (struct loop *l)
     l->woken = true;
     copy_stop (c);
   }
-  if (src_i >= 0) {
-    unsigned dir = nbd_aio_get_direction (l->src);
-    short rev = fds[src_i].revents;
-    int r = 0;
-
-    if ((dir & LIBNBD_AIO_DIRECTION_READ) &&
-        (rev & (POLLIN | POLLHUP | POLLERR)))
-      r = nbd_aio_notify_read (l->src);
-    else if ((dir & LIBNBD_AIO_DIRECTION_WRITE) &&
-             (rev & (POLLOUT | POLLHUP | POLLERR)))
-      r = nbd_aio_notify_write (l->src);
-    if (r == -1) {
-      copy_error (c, "source %s: %s", c->src_name, nbd_get_error ());
-      l->src_dead = true;
-    }
-    else if (nbd_aio_is_closed (l->src) == 1 ||
-             nbd_aio_is_dead (l->src) == 1) {
-      /* End of file where a reply could start: libnbd calls that a
-       * close, not an error, but the commands in flight are lost.
-       */
-      copy_error (c, "source %s: the server closed the connection",
-                  c->src_name);
-      l->src_dead = true;
-    }
-  }
+  if (src_i >= 0)
+    notify_source (l, fds[src_i].revents);
   if (dst_i >= 0) {
     const char *msg = NULL;
     if (t->ops->notify (t, l->conn, fds[dst_i].revents, &msg) == -1) {
