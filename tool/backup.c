@@ -212,8 +212,12 @@ parse_count (const char *opt, const char *s, unsigned max, unsigned *out)
   return 0;
 }
 
-int
-do_backup (int argc, char *argv[])
+/* The options and arguments, into j, o and *json: 0, or the exit
+ * status (the problem said).
+ */
+static int
+parse_backup (int argc, char *argv[], struct job *j,
+              struct copy_options *o, int *json)
 {
   enum { CONTROL = 256, INCREMENTAL, CHECKPOINT, REMOVE, NAME, SCRATCH,
          OUTPUT, REQUESTS, CONNECTIONS, REQUEST_SIZE };
@@ -232,37 +236,31 @@ do_backup (int argc, char *argv[])
     { "request-size", required_argument, NULL, REQUEST_SIZE },
     { NULL }
   };
-  struct job j = { .name = DEFAULT_VIEW, .fd = -1 };
-  struct copy_options o = { .requests = COPY_DEFAULT_REQUESTS,
-                            .trim_source = true };
-  struct copy_result r = { .ok = false };
-  char *view_uri = NULL, *scratch = NULL;
-  bool begun = false, ever_begun = false, failed = false;
-  int opt, json = 0, status = EXIT_FAILURE;
+  int opt;
   int64_t v;
 
   while ((opt = getopt_long (argc, argv, "hp", long_options, NULL)) != -1) {
     switch (opt) {
     case 'h': backup_usage (EXIT_SUCCESS);
-    case 'p': o.progress = true; break;
-    case CONTROL: j.socket = optarg; break;
-    case INCREMENTAL: j.incremental = optarg; break;
-    case CHECKPOINT: j.checkpoint = optarg; break;
-    case REMOVE: j.remove_incremental = true; break;
-    case NAME: j.name = optarg; break;
-    case SCRATCH: j.scratch = optarg; break;
+    case 'p': o->progress = true; break;
+    case CONTROL: j->socket = optarg; break;
+    case INCREMENTAL: j->incremental = optarg; break;
+    case CHECKPOINT: j->checkpoint = optarg; break;
+    case REMOVE: j->remove_incremental = true; break;
+    case NAME: j->name = optarg; break;
+    case SCRATCH: j->scratch = optarg; break;
     case OUTPUT:
-      if ((json = parse_output ("backup ", optarg)) == -1)
+      if ((*json = parse_output ("backup ", optarg)) == -1)
         return EXIT_FAILURE;
       break;
     case REQUESTS:
       if (parse_count ("--requests", optarg, COPY_MAX_REQUESTS,
-                       &o.requests) == -1)
+                       &o->requests) == -1)
         return EXIT_FAILURE;
       break;
     case CONNECTIONS:
       if (parse_count ("--connections", optarg, COPY_MAX_CONNECTIONS,
-                       &o.connections) == -1)
+                       &o->connections) == -1)
         return EXIT_FAILURE;
       break;
     case REQUEST_SIZE:
@@ -271,7 +269,7 @@ do_backup (int argc, char *argv[])
           !is_power_of_2 (v))
         return bad_usage ("backup ", "--request-size %s: must be a power "
                           "of 2 from 512 to 32M", optarg);
-      o.request_size = v;
+      o->request_size = v;
       break;
     default:
       return try_help ("backup ");
@@ -279,16 +277,33 @@ do_backup (int argc, char *argv[])
   }
   if (optind != argc - 2)
     return bad_usage ("backup ", "expecting SOURCE_URI and TARGET");
-  if (j.socket == NULL)
+  if (j->socket == NULL)
     return bad_usage ("backup ", "--control SOCKET is required");
-  if (j.checkpoint == NULL)
+  if (j->checkpoint == NULL)
     return bad_usage ("backup ", "--checkpoint NEW is required: the bitmap "
                       "the next incremental backup starts from");
-  if (j.remove_incremental && j.incremental == NULL)
+  if (j->remove_incremental && j->incremental == NULL)
     return bad_usage ("backup ", "--remove-incremental needs --incremental");
   if (!is_nbd_uri (argv[optind]))
     return bad_usage ("backup ", "%s: SOURCE_URI must be an NBD URI "
                       "(nbd://... or nbd+unix://...)", argv[optind]);
+  return 0;
+}
+
+int
+do_backup (int argc, char *argv[])
+{
+  struct job j = { .name = DEFAULT_VIEW, .fd = -1 };
+  struct copy_options o = { .requests = COPY_DEFAULT_REQUESTS,
+                            .trim_source = true };
+  struct copy_result r = { .ok = false };
+  char *view_uri = NULL, *scratch = NULL;
+  bool begun = false, ever_begun = false, failed = false;
+  int json = 0, status = EXIT_FAILURE;
+
+  if ((status = parse_backup (argc, argv, &j, &o, &json)) != 0)
+    return status;
+  status = EXIT_FAILURE;
   view_uri = with_export (argv[optind], j.name);
   /* The server runs in "/": a relative scratch directory is ours. */
   if (j.scratch && (scratch = realpath (j.scratch, NULL)) == NULL) {
