@@ -171,11 +171,11 @@ backup_begin (const struct backup_params *p, const void *owner,
   active.owner = owner;
   active.end_with_owner = end_with_owner;
   pthread_mutex_unlock (&lock);
-  nbdkit_debug ("dirtybitmap: backup view %s begun (%s%s%s%s%s)", p->name,
+  nbdkit_debug ("dirtybitmap: backup view %s begun (%s%s%s%s)", p->name,
                 p->bitmap ? "incremental from " : "full",
                 p->bitmap ? p->bitmap : "",
                 p->checkpoint ? ", checkpoint " : "",
-                p->checkpoint ? p->checkpoint : "", "");
+                p->checkpoint ? p->checkpoint : "");
   return 0;
 
  err_open:
