@@ -19,7 +19,12 @@
  * still preserving into it), then ends it: its store goes, and reads
  * on connections still open fail.
  *
- * One view at a time.  Everything here runs on the control thread.
+ * One view at a time.  Begin and end run on the control thread (and
+ * backup_owner_gone when a control client goes); connection threads
+ * look the view up (backup_current, atomically, on the data path;
+ * backup_open_view and backup_query, under the lock, from .open and
+ * .list_exports); backup_init runs at .get_ready, backup_unload at
+ * .unload.
  */
 
 #include <config.h>
@@ -140,11 +145,11 @@ backup_begin (const struct backup_params *p, const void *owner,
   active.owner = owner;
   active.end_with_owner = end_with_owner;
   pthread_mutex_unlock (&lock);
-  nbdkit_debug ("dirtybitmap: backup view %s begun (%s%s%s%s%s)", p->name,
+  nbdkit_debug ("dirtybitmap: backup view %s begun (%s%s%s%s)", p->name,
                 p->bitmap ? "incremental from " : "full",
                 p->bitmap ? p->bitmap : "",
                 p->checkpoint ? ", checkpoint " : "",
-                p->checkpoint ? p->checkpoint : "", "");
+                p->checkpoint ? p->checkpoint : "");
   return 0;
 
  err_open:

@@ -8,6 +8,16 @@
  * user.  So nbdkit's own command line is parsed again here, with
  * nbdkit's option table (the filter is built for one nbdkit version,
  * see configure.ac), from /proc/self/cmdline.
+ *
+ * nbdkit 1.32 has no call that says it before a connection: .get_ready
+ * gets only the thread model, and the readonly flag of .preconnect and
+ * .open comes with a client, too late to choose how to open and lock
+ * the file and to report a refused start.  So the table stays, and two
+ * things keep it honest: test-dirtybitmap-cmdline-options.sh fails
+ * when the installed nbdkit's options (names, and whether each takes
+ * an argument) differ from it, and cmdline_check_open refuses a
+ * connection that nbdkit calls writable on a server taken for -r,
+ * whose writes would go unrecorded.
  */
 
 #include <config.h>
@@ -18,10 +28,14 @@
 #include <string.h>
 #include <getopt.h>
 
+#include <nbdkit-filter.h>
+
 #include "cmdline.h"
 
 /* nbdkit 1.32's options (nbdkit --short-options / --long-options,
  * with their arguments); the values only need to tell -r apart.
+ * test-dirtybitmap-cmdline-options.sh reads this table as written:
+ * keep one option a line.
  */
 static const char short_options[] = "46D:e:fg:i:nop:P:rst:u:U:vV";
 static const struct option long_options[] = {
@@ -101,6 +115,9 @@ read_cmdline (size_t *len)
   return buf;
 }
 
+/* What nbdkit_started_readonly answered: -1 not asked, 0, 1. */
+static int guessed = -1;
+
 bool
 nbdkit_started_readonly (void)
 {
@@ -134,5 +151,25 @@ nbdkit_started_readonly (void)
   optind = 0;
   free (argv);
   free (buf);
+  guessed = readonly;
   return readonly;
+}
+
+int
+cmdline_check_open (int readonly)
+{
+  /* An outer filter may open this one read-only on a writable server
+   * (cow does), so only a writable open of a server taken for -r is a
+   * contradiction.
+   */
+  if (readonly || guessed != 1)
+    return 0;
+  nbdkit_error ("dirtybitmap: nbdkit opens this connection writable, but "
+                "the filter read its command line as read-only (-r) and "
+                "opened the bitmap file read-only: its writes would not "
+                "be recorded, so it is refused (nbdkit %s has options "
+                "that the filter's copy of them, in cmdline.c, lacks: "
+                "see test-dirtybitmap-cmdline-options.sh)",
+                NBDKIT_VERSION_STRING);
+  return -1;
 }

@@ -11,4 +11,10 @@
 /* nbdkit was given -r (--read-only): no client can write. */
 extern bool nbdkit_started_readonly (void);
 
+/* At .open, with the readonly flag nbdkit passes: -1 (reported) if
+ * nbdkit opens a connection writable on a server that
+ * nbdkit_started_readonly took for -r.
+ */
+extern int cmdline_check_open (int readonly);
+
 #endif /* DIRTYBITMAP_CMDLINE_H */

@@ -28,6 +28,7 @@
 #include <nbdkit-filter.h>
 
 #include "backup.h"
+#include "cmdline.h"
 #include "connections.h"
 #include "durability.h"
 #include "extents.h"
@@ -73,8 +74,11 @@ void *
 conn_open (nbdkit_next_open *next, nbdkit_context *nxdata,
            int readonly, const char *exportname, int is_tls)
 {
-  struct handle *h = calloc (1, sizeof *h);
+  struct handle *h;
 
+  if (cmdline_check_open (readonly) == -1)
+    return NULL;
+  h = calloc (1, sizeof *h);
   if (h == NULL) {
     nbdkit_error ("dirtybitmap: calloc: %m");
     return NULL;

@@ -310,8 +310,15 @@ accept_client (void)
   fd = accept4 (listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd == -1)
     return;
-  if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1 ||
-      (cred.uid != geteuid () && cred.uid != 0)) {
+  if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
+    /* cred is not filled in: there is no uid to name. */
+    nbdkit_error ("dirtybitmap: control: a client refused: its user is "
+                  "unknown (SO_PEERCRED: %m)");
+    refusal = proto_error_reply (NULL, "GenericError", "permission denied: "
+                                 "only this server's user or root may "
+                                 "control it");
+  }
+  else if (cred.uid != geteuid () && cred.uid != 0) {
     nbdkit_error ("dirtybitmap: control: a client with uid %ld refused",
                   (long) cred.uid);
     refusal = proto_error_reply (NULL, "GenericError", "permission denied: "

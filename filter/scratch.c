@@ -61,8 +61,6 @@ scratch_create (const char *dir, struct bmerr *err)
   if (s->fd == -1) {
     bmerr_set (err, errno, "scratch %s: cannot create the scratch store: "
                "%s", dir, strerror (errno));
-    if (s->fd >= 0)
-      close (s->fd);
     free (s);
     return NULL;
   }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* copy-target.h: what the copy engine writes to.  One interface, two
  * kinds: a regular file or a block device (copy-file.c), and an NBD
- * server (copy-nbd.c).  The workers know only these operations.
+ * server (copy-nbd.c).  The engine knows only these operations: the
+ * workers (copy-worker.c) write, zero and poll, copy-run.c connects,
+ * flushes, commits and closes.
  *
  * Writes and zeroes are asynchronous in form: they start, and call
  * the callback once done (maybe before they return: a file does its
