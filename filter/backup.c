@@ -46,6 +46,11 @@ static const char *disk_export;
 static char *default_dir;
 static int (*read_disk_size) (uint64_t *size, struct bmerr *err);
 static struct view *current;            /* atomic */
+/* Protects `active` and the begin and end of the one view: `current`
+ * changes only under it (readers load it atomically and take a
+ * reference under it).  Taken before the store's meta_lock
+ * (store-impl.h), never under it.
+ */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   char *name, *bitmap, *checkpoint;

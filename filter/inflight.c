@@ -48,9 +48,16 @@ static struct {
   unsigned waiters;             /* threads waiting for a count of zero */
 } s __attribute__ ((aligned (64)));
 
+/* Protects the gate, gate_depth and the waiters of `changed` (the
+ * counts in s are atomic, and taken without it).  A leaf: nothing is
+ * taken under it.
+ */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static unsigned gate_depth;     /* under lock */
+/* One grace period at a time: an epoch is flipped and drained whole
+ * before the next flips it.  Taken before lock.
+ */
 static pthread_mutex_t grace_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool (*give_up) (void);
 

@@ -30,6 +30,10 @@ struct mapping {
   struct bits bits;
 };
 
+/* Protects the list of mappings and their reference counts (not the
+ * bits in them: see tracker.c).  Taken under the store's meta_lock
+ * and the bits lock, never the other way.
+ */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mapping *maps;
 static size_t nr_maps, cap_maps;

@@ -23,6 +23,10 @@
 
 #include "selection.h"
 
+/* Protects `selected` and the pins.  A leaf: nothing is taken under
+ * it.  Pins are taken only under the store's meta_lock too
+ * (store_pin), which makes them atomic with transactions.
+ */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char *selected;
 static struct pin { char *name; unsigned count; } *pins;

@@ -21,6 +21,7 @@
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const char *points;      /* DIRTYBITMAP_TEST_PAUSE, or NULL */
 static const char *dir;         /* DIRTYBITMAP_TEST_PAUSE_DIR */
+/* Protects paused: the points used up.  A leaf. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *paused[MAX_PAUSED];  /* under lock: points used up */
 static size_t nr_paused;

@@ -55,6 +55,11 @@
 extern int dirtybitmap_debug_verbose;
 
 static struct bitmap_set *current;
+/* bits_lock: see the top of this file (a first touch's ticket and
+ * bits, the publication of sets, the tickets a sync covers).  Taken
+ * under the store's meta_lock, never the other way; no sync and no
+ * wait for requests under it.
+ */
 static pthread_mutex_t bits_lock = PTHREAD_MUTEX_INITIALIZER;
 static int (*first_write) (void);
 static bool first_write_done;   /* atomic */

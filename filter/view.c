@@ -65,6 +65,9 @@ struct view {
   struct bits done, preserved, released, lost;
   struct scratch *scratch;
 
+  /* Protects busy, done, preserved, released, lost, refs and ended;
+   * cond wakes the readers waiting for a busy range.  A leaf.
+   */
   pthread_mutex_t lock;
   pthread_cond_t cond;
   struct busy *busy;
