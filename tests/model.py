@@ -12,8 +12,8 @@
 # through NBD, bitmaps added, cleared and removed live by transaction,
 # full and incremental backups that add a checkpoint, bitmaps added and
 # cleared offline with the tool, writes and size changes made without
-# the filter while it is stopped, and a cp -p of the disk and its
-# bitmap file together.
+# the filter while it is stopped, size changes made with dirtybitmap
+# resize, and a cp -p of the disk and its bitmap file together.
 #
 # The oracle: a copy of the disk taken when each bitmap was made or
 # last cleared (its shadow).  After every start, every bitmap that the
@@ -374,6 +374,16 @@ class Sequence:
         self.say("outside truncate to %d granules%s" % (n, blind))
         os.truncate(self.disk, n * G)
 
+    def op_tool_resize(self):
+        if not os.path.exists(self.bitmaps):
+            return
+        n = len(self.contents()) // G + self.rng.choice([-2, -1, 1, 3])
+        n = max(4, min(n, 32))
+        r = self.run(["dirtybitmap", "resize", "--shrink", self.bitmaps,
+                      str(n * G)], ok=False)
+        self.say("dirtybitmap resize to %d granules: exit %d"
+                 % (n, r.returncode))
+
     def tool_bitmap(self, action, name):
         cmd = ["dirtybitmap", "bitmap", "--" + action]
         if not os.path.exists(self.bitmaps):
@@ -410,6 +420,7 @@ class Sequence:
                (op_live_remove, 1), (op_backup, 2), (op_stop, 3),
                (op_kill, 2), (op_power_loss, 1)]
     STOPPED = [(op_start, 6), (op_outside_write, 3), (op_outside_resize, 1),
+               (op_tool_resize, 1),
                (op_offline_add, 2), (op_offline_clear, 1), (op_copy, 1),
                (op_info, 2), (op_power_loss, 1)]
 

@@ -8,12 +8,13 @@ set -x
 requires_dirtybitmap_filter
 
 dirtybitmap --help > help.out
-for s in "info [--output=human|json] [-U] FILE" \
+for s in "info [--output=human|json] [-U] [--disk DISKFILE] FILE" \
          "bitmap (--add | --remove | --clear | --enable | --disable |" \
          "--merge SRC)... [-b SOURCE_FILE] [-g GRANULARITY]" \
-         "[--size SIZE] FILE BITMAP" \
-         "map [--output=human|json] [-U] FILE BITMAP" \
+         "[--size SIZE] [--disk DISKFILE] FILE BITMAP" \
+         "map [--output=human|json] [-U] [--disk DISKFILE] FILE BITMAP" \
          "check FILE" \
+         "resize [--shrink] [--disk DISKFILE] FILE [+|-]SIZE" \
          "copy " "see dirtybitmap(1)"; do
     grep -F -- "$s" help.out
 done
@@ -27,19 +28,22 @@ test "$(cat version.out)" = "dirtybitmap $version"
 dirtybitmap -V > version.out
 test "$(cat version.out)" = "dirtybitmap $version"
 
-for sub in info bitmap map check; do
+for sub in info bitmap map check resize; do
     dirtybitmap $sub --help > $sub.help
     head -n1 $sub.help | grep -F "Usage: dirtybitmap $sub "
     dirtybitmap $sub -h > $sub.h
     cmp $sub.h $sub.help
 done
-for o in --output=json -U --force-share; do
+for o in --output=json -U --force-share "--disk DISKFILE"; do
     grep -F -- "$o" info.help
     grep -F -- "$o" map.help
 done
+for o in --shrink "--disk DISKFILE"; do
+    grep -F -- "$o" resize.help
+done
 for o in --add --remove --clear --enable --disable "--merge SRC" \
          "-b, --source-file SOURCE_FILE" "-g, --granularity GRANULARITY" \
-         "--size SIZE"; do
+         "--size SIZE" "--disk DISKFILE"; do
     grep -F -- "$o" bitmap.help
 done
 

@@ -117,13 +117,13 @@ usage (int status)
 "  %s --help | --version\n"
 "\n"
 "Subcommands:\n"
-"  %s info [--output=human|json] [-U] FILE\n"
+"  %s info [--output=human|json] [-U] [--disk DISKFILE] FILE\n"
 "  %s info [--output=human|json] --control SOCKET\n"
 "  %s bitmap (--add | --remove | --clear | --enable | --disable |\n"
 "            --merge SRC)... [-b SOURCE_FILE] [-g GRANULARITY]\n"
-"            [--size SIZE] FILE BITMAP\n"
+"            [--size SIZE] [--disk DISKFILE] FILE BITMAP\n"
 "  %s bitmap ACTIONS... --control SOCKET BITMAP\n"
-"  %s map [--output=human|json] [-U] FILE BITMAP\n"
+"  %s map [--output=human|json] [-U] [--disk DISKFILE] FILE BITMAP\n"
 "  %s check FILE\n"
 "  %s copy [-p] [--output=human|json] [--requests N] [--connections N]\n"
 "            [--request-size SIZE] [--full] [--trim-source]\n"
@@ -131,6 +131,7 @@ usage (int status)
 "  %s backup --control SOCKET [--incremental BITMAP] --checkpoint NEW\n"
 "            [--remove-incremental] [-p] [--output=human|json]\n"
 "            SOURCE_URI TARGET\n"
+"  %s resize [--shrink] [--disk DISKFILE] FILE [+|-]SIZE\n"
 "\n"
 "Options:\n"
 "  -v, --verbose   debug messages on stderr (as DIRTYBITMAP_DEBUG=1)\n"
@@ -146,7 +147,7 @@ usage (int status)
 "\n"
 "'%s SUBCOMMAND --help' describes a subcommand; see dirtybitmap(1).\n",
            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
-           prog, prog, prog, prog, prog);
+           prog, prog, prog, prog, prog, prog);
   exit (status);
 }
 
@@ -159,6 +160,7 @@ main (int argc, char *argv[])
   } subs[] = {
     { "info", do_info }, { "bitmap", do_bitmap }, { "map", do_map },
     { "check", do_check }, { "copy", do_copy }, { "backup", do_backup },
+    { "resize", do_resize },
   };
   size_t i;
 
