@@ -32,14 +32,8 @@ grep -Fx '{"return":{}}' h/paused
 nbdsh -u "nbd+unix:///?socket=$sock" -c 'h.pwrite(b"x" * 4096, 0)' \
       > write.out 2>&1 &
 writer=$!
-for (( i = 0; i < 100; ++i )); do
-    grep -qF "dirtybitmap: pwrite count=4096 offset=0 " nbdkit.err && break
-    sleep 0.1
-done
-if ! grep -F "dirtybitmap: pwrite count=4096 offset=0 " nbdkit.err; then
-    echo "$0: the write never reached the filter"
-    exit 1
-fi
+# The write reached the filter:
+wait_for_log nbdkit.err "dirtybitmap: pwrite count=4096 offset=0 "
 sleep 0.5
 if grep -F "file: pwrite count=4096 offset=0 " nbdkit.err; then
     echo "$0: the write reached the plugin while the disk was paused"

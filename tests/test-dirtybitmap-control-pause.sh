@@ -50,16 +50,9 @@ write_bg ()
 # go through (it would take microseconds), and fails if it did.
 held ()
 {
-    local i entered="dirtybitmap: pwrite count=4096 offset=$1 "
     local below="log: pwrite count=4096 offset=$1 "
-    for (( i = 0; i < 100; ++i )); do
-        grep -qF "$entered" nbdkit.err && break
-        sleep 0.1
-    done
-    if ! grep -F "$entered" nbdkit.err; then
-        echo "$0: the write at $1 never reached the filter"
-        exit 1
-    fi
+    # The write reached the filter:
+    wait_for_log nbdkit.err "dirtybitmap: pwrite count=4096 offset=$1 "
     sleep 0.5
     if grep -F "$below" nbdkit.err; then
         echo "$0: the write at $1 was passed below while the disk was paused"
