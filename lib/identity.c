@@ -137,12 +137,11 @@ bmf_check_disk (struct bmf *f, const char *disk, struct bmerr *why)
      */
     if (now.mtime_ns < st->seen_ns)
       return BMF_DISK_SAME;
-    else
-      bmerr_set (why, ESTALE, "%s was written without the filter since "
-                 "its bitmaps last recorded it (it was modified at %s, "
-                 "after %s, up to when its bitmaps are known to hold every "
-                 "write)", disk, when (now.mtime_ns, t1, sizeof t1),
-                 when (st->seen_ns, t2, sizeof t2));
+    bmerr_set (why, ESTALE, "%s was written without the filter since its "
+               "bitmaps last recorded it (it was modified at %s, after %s, "
+               "up to when its bitmaps are known to hold every write)",
+               disk, when (now.mtime_ns, t1, sizeof t1),
+               when (st->seen_ns, t2, sizeof t2));
   }
   else
     bmerr_set (why, ESTALE, "whether %s was written without the filter "
