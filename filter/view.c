@@ -296,15 +296,32 @@ remove_busy_locked (struct view *v, uint64_t first, uint64_t last,
  * Copy-before-write.
  */
 
+/* Read from the layer below, within the disk as that connection sees
+ * it: a disk that shrank under the view no longer holds what lay past
+ * its new end (and nbdkit asserts on a read past the size it knows).
+ */
+static int
+pread_below (nbdkit_next *next, void *buf, uint64_t len, uint64_t offset,
+             int *err)
+{
+  int64_t size = next->get_size (next);
+
+  if (size == -1 || offset + len > (uint64_t) size) {
+    *err = size == -1 ? EIO : ENXIO;
+    return -1;
+  }
+  return next->pread (next, buf, len, offset, 0, err);
+}
+
 static void
 broken (struct view *v, uint64_t i, const char *why, int e)
 {
   if (!__atomic_exchange_n (&v->failed, true, __ATOMIC_ACQ_REL))
     nbdkit_error ("dirtybitmap: backup view %s: the data of granule %"
-                  PRIu64 " (offset %" PRIu64 ") could not be kept: %s: %s: "
+                  PRIu64 " (offset %" PRIu64 ") could not be kept: %s%s%s: "
                   "the view is broken and the backup has failed (the disk "
                   "itself is not affected)", v->name, i, i << v->gbits,
-                  why, strerror (e));
+                  why, e ? ": " : "", e ? strerror (e) : "");
 }
 
 /* Keep the old data of granule i, unless it is done by now. */
@@ -334,7 +351,7 @@ preserve (struct view *v, nbdkit_next *next, uint64_t i, char *buf)
   }
   pthread_mutex_unlock (&v->lock);
 
-  r = next->pread (next, buf, len, offset, 0, &e);
+  r = pread_below (next, buf, len, offset, &e);
   if (r == -1 && e == 0)
     e = EIO;
   if (r == 0 && scratch_write (v->scratch, buf, len, offset) == -1)
@@ -346,7 +363,9 @@ preserve (struct view *v, nbdkit_next *next, uint64_t i, char *buf)
   remove_busy_locked (v, i, i, true);
   pthread_mutex_unlock (&v->lock);
   if (r == -1)
-    broken (v, i, "the scratch store or the layer below failed", e);
+    broken (v, i, e == ENXIO ? "the disk shrank past it"
+            : "the scratch store or the layer below failed",
+            e == ENXIO ? 0 : e);
 }
 
 void
@@ -477,9 +496,17 @@ view_read (struct view *v, nbdkit_next *next, void *buf, uint32_t count,
         r = refuse (v, err, "reading the scratch store: %m");
       }
     }
-    else
-      r = next->pread (next, (char *) buf + (pos - offset), run_end - pos,
-                       pos, 0, err);
+    else if (pread_below (next, (char *) buf + (pos - offset),
+                          run_end - pos, pos, err) == -1) {
+      if (*err == ENXIO) {
+        __atomic_store_n (&v->failed, true, __ATOMIC_RELEASE);
+        r = refuse (v, err, "offset %" PRIu64 " is past the end of the "
+                    "disk, which shrank under the view: what lay there at "
+                    "the cut is gone (the view is broken)", pos);
+      }
+      else
+        r = -1;
+    }
     pos = run_end;
   }
 
