@@ -122,6 +122,53 @@ resize_both (struct bmf *f, const char *disk, uint64_t now, uint64_t size)
   return 0;
 }
 
+/* Open the bitmap file path for writing and find its disk (given, or
+ * path less ".bitmaps"), which must be a regular file of the size its
+ * bitmaps cover: *f, *disk (free it) and its stat, or -1 (said).
+ */
+static int
+open_both (const char *path, const char *given, struct bmf **f,
+           char **disk, struct stat *sb)
+{
+  const struct bmf_state *st;
+  struct bmerr err;
+
+  *disk = NULL;
+  *f = bmf_open (path, BMF_LOCK_EXCLUSIVE, &err);
+  if (*f == NULL) {
+    report_error (&err);
+    if (err.errnum == EBUSY)
+      fprintf (stderr, "%s: resize the disk while nbdkit is stopped (a "
+               "disk that grows or shrinks while served is followed by "
+               "the filter)\n", prog);
+    return -1;
+  }
+  *disk = find_disk (path, given);
+  if (*disk == NULL)
+    fprintf (stderr, "%s: resize: %s: which disk it describes is not "
+             "known: give --disk DISKFILE\n", prog, path);
+  else if (stat (*disk, sb) == -1)
+    fprintf (stderr, "%s: resize: %s: %s\n", prog, *disk, strerror (errno));
+  else if (!S_ISREG (sb->st_mode))
+    fprintf (stderr, "%s: resize: %s: not a regular file\n", prog, *disk);
+  /* Where a filter below changes the size (partition, truncate), the
+   * file is not the disk that the bitmaps cover.
+   */
+  else if ((st = bmf_state (*f))->sized &&
+           st->disk_size != (uint64_t) sb->st_size)
+    fprintf (stderr, "%s: resize: %s: its bitmaps cover %" PRIu64 " bytes, "
+             "but %s is %" PRIu64 " bytes: resize it through nbdkit, or "
+             "with its plugin's own tools\n", prog, path, st->disk_size,
+             *disk, (uint64_t) sb->st_size);
+  else
+    return 0;
+  bmf_close (*f);
+  *f = NULL;
+  free (*disk);
+  *disk = NULL;
+  return -1;
+}
+
 int
 do_resize (int argc, char *argv[])
 {
@@ -132,12 +179,10 @@ do_resize (int argc, char *argv[])
     { "disk", required_argument, NULL, DISK },
     { NULL }
   };
-  const char *given = NULL, *path;
+  const char *given = NULL;
   bool shrink = false;
-  char *disk = NULL;
-  struct bmf *f = NULL;
-  const struct bmf_state *st;
-  struct bmerr err;
+  char *disk;
+  struct bmf *f;
   struct stat sb;
   int64_t size;
   int c, r = EXIT_FAILURE;
@@ -153,60 +198,23 @@ do_resize (int argc, char *argv[])
   }
   if (optind != argc - 2)
     return bad_usage ("resize ", "expecting FILE and SIZE");
-  path = argv[optind];
-
-  f = bmf_open (path, BMF_LOCK_EXCLUSIVE, &err);
-  if (f == NULL) {
-    report_error (&err);
-    if (err.errnum == EBUSY)
-      fprintf (stderr, "%s: resize the disk while nbdkit is stopped (a "
-               "disk that grows or shrinks while served is followed by "
-               "the filter)\n", prog);
+  if (open_both (argv[optind], given, &f, &disk, &sb) == -1)
     return EXIT_FAILURE;
-  }
-  disk = find_disk (path, given);
-  if (disk == NULL) {
-    fprintf (stderr, "%s: resize: %s: which disk it describes is not "
-             "known: give --disk DISKFILE\n", prog, path);
-    goto out;
-  }
-  if (stat (disk, &sb) == -1) {
-    fprintf (stderr, "%s: resize: %s: %s\n", prog, disk, strerror (errno));
-    goto out;
-  }
-  if (!S_ISREG (sb.st_mode)) {
-    fprintf (stderr, "%s: resize: %s: not a regular file\n", prog, disk);
-    goto out;
-  }
-  /* Where a filter below changes the size (partition, truncate), the
-   * file is not the disk that the bitmaps cover.
-   */
-  st = bmf_state (f);
-  if (st->sized && st->disk_size != (uint64_t) sb.st_size) {
-    fprintf (stderr, "%s: resize: %s: its bitmaps cover %" PRIu64 " bytes, "
-             "but %s is %" PRIu64 " bytes: resize it through nbdkit, or "
-             "with its plugin's own tools\n", prog, path, st->disk_size,
-             disk, (uint64_t) sb.st_size);
-    goto out;
-  }
+
   size = new_size (argv[optind + 1], sb.st_size);
-  if (size < 0 || (uint64_t) size > BMF_MAX_DISK_SIZE) {
+  if (size < 0 || (uint64_t) size > BMF_MAX_DISK_SIZE)
     fprintf (stderr, "%s: resize: %s: invalid size\n", prog,
              argv[optind + 1]);
-    goto out;
-  }
-  if ((uint64_t) size < (uint64_t) sb.st_size && !shrink) {
+  else if ((uint64_t) size < (uint64_t) sb.st_size && !shrink)
     fprintf (stderr, "%s: resize: Use the --shrink option to perform a "
              "shrink operation.\n", prog);
-    goto out;
+  else {
+    judge_disk (f, disk, true);
+    if (resize_both (f, disk, sb.st_size, size) == 0) {
+      printf ("Image resized.\n");
+      r = EXIT_SUCCESS;
+    }
   }
-  judge_disk (f, disk, true);
-  if (resize_both (f, disk, sb.st_size, size) == 0) {
-    printf ("Image resized.\n");
-    r = EXIT_SUCCESS;
-  }
-
- out:
   bmf_close (f);
   free (disk);
   return r;
