@@ -16,13 +16,9 @@ requires_dirtybitmap_filter
 requires python3 -c 'import nbd'
 
 truncate -s 256M disk.img
-mkfifo freeze.reached freeze.release resize-waits.reached resize-waits.release
-export DIRTYBITMAP_TEST_PAUSE="freeze resize-waits"
-export DIRTYBITMAP_TEST_PAUSE_DIR="$PWD"
-start_nbdkit -P "$PWD/pid" -U "$PWD/sock" --filter="$FILTER" \
-             file disk.img bitmap=b0 action=add granularity=64K \
-             control="$PWD/ctl"
-unset DIRTYBITMAP_TEST_PAUSE DIRTYBITMAP_TEST_PAUSE_DIR
+start_nbdkit_paused "freeze resize-waits" \
+    -P "$PWD/pid" -U "$PWD/sock" --filter="$FILTER" \
+    file disk.img bitmap=b0 action=add granularity=64K control="$PWD/ctl"
 
 python3 - "$abs_top_srcdir/tests" "$PWD" "$(cat pid)" <<'EOF2'
 import os, select, sys, nbd

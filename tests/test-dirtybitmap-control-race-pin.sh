@@ -22,14 +22,10 @@ for action in clear remove; do
     mkdir $action
     cd $action
     truncate -s 64M disk.img
-    mkfifo txn-checked.reached txn-checked.release \
-           pin-waits.reached pin-waits.release
-    export DIRTYBITMAP_TEST_PAUSE="txn-checked pin-waits"
-    export DIRTYBITMAP_TEST_PAUSE_DIR="$PWD"
-    start_nbdkit -P "$PWD/pid" -U "$PWD/sock" --filter="$FILTER" \
-                 file disk.img bitmap=b0 action=add granularity=64K \
-                 control="$PWD/ctl"
-    unset DIRTYBITMAP_TEST_PAUSE DIRTYBITMAP_TEST_PAUSE_DIR
+    start_nbdkit_paused "txn-checked pin-waits" \
+        -P "$PWD/pid" -U "$PWD/sock" --filter="$FILTER" \
+        file disk.img bitmap=b0 action=add granularity=64K \
+        control="$PWD/ctl"
 
     python3 - "$abs_top_srcdir/tests" "$PWD" $action <<'EOF2'
 import os, sys, nbd
