@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "control-client.h"
-#include "copy.h"
+#include "copy/copy.h"
 #include "dirtybitmap.h"
 #include "util.h"
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-summary.c: what a copy reports once it has ended, apart from
+/* copy/summary.c: what a copy reports once it has ended, apart from
  * running it: the summary on stdout (one line of text after a
  * success, or one JSON object whatever happened, described in the JSON
  * OUTPUT section of dirtybitmap(1)), and the lines on stderr that say
