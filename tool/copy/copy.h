@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include <json-c/json.h>
+
 #define COPY_DEFAULT_REQUESTS 16
 #define COPY_MAX_REQUESTS 1024
 #define COPY_MAX_CONNECTIONS 64
@@ -100,6 +102,13 @@ extern int copy_interrupt_fd (void);
  */
 extern void copy_print_summary (FILE *fp, const struct copy_options *o,
                                 const struct copy_result *r, bool json);
+
+/* The same object for a caller to put in one of its own (backup
+ * reports every disk's copy), and how it is printed.
+ */
+extern json_object *copy_summary_json (const struct copy_options *o,
+                                       const struct copy_result *r);
+extern void copy_print_json (FILE *fp, json_object *j);
 
 /* The lines on stderr that say why and how far a failed copy got. */
 extern void copy_print_failure (const struct copy_options *o,
