@@ -37,6 +37,17 @@ r=0
 now () { date +%s.%N; }
 t_start=$(now)
 
+# qemu goes first at exit, before the servers of its disks.
+qemu=
+stop_qemu ()
+{
+    [ -n "$qemu" ] && kill -s 0 $qemu 2>/dev/null || return 0
+    echo "$0: stopping qemu"
+    cat console.log
+    kill_nbdkit $qemu
+}
+cleanup_fn stop_qemu
+
 # The disks and their servers.
 for d in 0 1; do
     truncate -s 64M disk$d.img
@@ -66,23 +77,19 @@ qemu-system-x86_64 -machine accel=tcg -m 256 -nographic -no-reboot \
     -device virtserialport,chardev=qga0,name=org.qemu.guest_agent.0 \
     > qemu.out 2>&1 &
 qemu=$!
-stop_qemu ()
-{
-    kill -s 0 $qemu 2>/dev/null || return 0
-    echo "$0: stopping qemu"; cat console.log
-    kill $qemu
-}
-cleanup_fn stop_qemu
 
 # wait_console TEXT SECONDS: until the guest said TEXT; a guest that
-# failed or died fails the test, showing its console.
+# failed or died fails the test, showing its console.  (Once qemu is
+# gone, its last words are in console.log when the reader has ended.)
 wait_console ()
 {
     local i
     for (( i = 0; i < $2 * 10; ++i )); do
         grep -qF -- "$1" console.log && return 0
-        if grep -qF "vm: FAILED" console.log ||
-           ! kill -s 0 $qemu 2>/dev/null; then
+        grep -qF "vm: FAILED" console.log && break
+        if ! kill -s 0 $qemu 2>/dev/null; then
+            wait $reader || :
+            grep -qF -- "$1" console.log && return 0
             break
         fi
         sleep 0.1
@@ -157,7 +164,7 @@ wait_console "vm: power off" 60
 r=0
 wait $qemu || r=$?
 [ $r -eq 0 ]
-wait $reader
+wait $reader || :       # (wait_console may have waited for it already)
 t_off=$(now)
 cat console.log
 grep -F "writer disk0: stopped" console.log
