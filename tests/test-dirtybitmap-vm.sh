@@ -138,7 +138,8 @@ backup ()
     cat set$k.json set$k.manifest
     python3 - $k "$*" <<'PY'
 import json, sys
-k, frozen = int(sys.argv[1]), "--guest-agent" in sys.argv[2]
+k, opts = int(sys.argv[1]), sys.argv[2].split()
+frozen = "--guest-agent" in opts or "--freeze-command" in opts
 out = json.load(open("set%d.json" % k))
 man = json.load(open("set%d.manifest" % k))
 assert out["result"] == "complete" and man["result"] == "complete", out
