@@ -96,8 +96,9 @@ for n, size in synced:
     if got != want:
         at = next((i for i in range(min(len(got), len(want)))
                    if got[i] != want[i]), min(len(got), len(want)))
-        fail("f%d was synced before the backup began: %d bytes, not %d, "
-             "first difference at byte %d" % (n, len(got), size, at))
+        fail("f%d was synced before the backup began: it holds %d bytes "
+             "(%d expected), the first wrong one at %d" %
+             (n, len(got), size, at))
 present = len([f for f in os.listdir(files) if re.fullmatch(r"f\d+", f)])
 shutil.rmtree(files)
 print("%s: %s, e2fsck clean, %d synced files of %d present exact (f%d..f%d)"
