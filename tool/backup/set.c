@@ -228,5 +228,6 @@ disk_free (struct disk *d)
   free (d->scratch);
   free (d->view_uri);
   free (d->error);
+  checksums_free (d);
   copy_result_free (&d->r);
 }
