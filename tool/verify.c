@@ -128,24 +128,6 @@ served_stop (struct served *sv)
   free (sv->uri);
 }
 
-/* The size of the export at uri, or -1 (said). */
-static int64_t
-export_size (const char *uri)
-{
-  struct nbd_handle *h = nbd_create ();
-  int64_t size = -1;
-
-  if (h && nbd_connect_uri (h, uri) == 0)
-    size = nbd_get_size (h);
-  if (size == -1)
-    bm_error ("verify: %s: %s", uri, nbd_get_error ());
-  if (h) {
-    nbd_shutdown (h, 0);
-    nbd_close (h);
-  }
-  return size;
-}
-
 static void
 print_result (const char *image, const struct sums *s, const uint8_t *differ,
               const struct copy_result *r, bool json)
@@ -248,8 +230,11 @@ do_verify (int argc, char *argv[])
     goto out;
   else
     o.source = sv.uri;
-  if ((size = export_size (o.source)) == -1)
+  if ((size = copy_export_size (o.source, &error)) == -1) {
+    bm_error ("verify: %s", error ? error : strerror (ENOMEM));
+    free (error);
     goto out;
+  }
   if ((uint64_t) size != s->disk_size) {
     bm_error ("verify: %s is %" PRIi64 " bytes, but %s has the checksums "
               "of a disk of %" PRIu64 " bytes", image, size,

@@ -94,6 +94,9 @@ struct copy_result {
  */
 extern bool is_nbd_uri (const char *s);
 
+/* The size of the export at uri: -1 with *errp on failure. */
+extern int64_t copy_export_size (const char *uri, char **errp);
+
 /* Run one copy.  Returns 0 when the target holds a complete, flushed
  * copy (r->ok), -1 otherwise (r->error says why, unless
  * r->interrupted).  SIGINT and SIGTERM stop it cleanly while it runs:
