@@ -424,6 +424,7 @@ do_backup (int argc, char *argv[])
   for (i = 0; i < s.n; ++i) {
     if (s.disks[i].fd >= 0)
       close (s.disks[i].fd);
+    checksums_free (&s.disks[i]);
     disk_free (&s.disks[i]);
   }
   free (s.disks);

@@ -147,6 +147,7 @@ extern int disk_prepare (struct disk *d, const char *view,
                          const char *default_scratch,
                          const struct copy_options *template,
                          char **error);
+/* What set.c gave d (checksums_free frees the rest). */
 extern void disk_free (struct disk *d);
 
 /* backup/servers.c */

@@ -228,6 +228,5 @@ disk_free (struct disk *d)
   free (d->scratch);
   free (d->view_uri);
   free (d->error);
-  checksums_free (d);
   copy_result_free (&d->r);
 }
