@@ -82,6 +82,8 @@ struct disk {
   enum copy_mode mode;
   struct sums *prev;            /* the previous backup's, if usable */
   char *prev_sums_path;
+  bool prev_in_place;           /* prev is the set of this very target
+                                 * file, which the copy changes */
   char *prev_why;               /* why prev is NULL */
   struct sums *sums;            /* this backup's, or NULL: none */
   char *sums_path;
