@@ -59,6 +59,10 @@ refused "dirtybitmap: action merge:b0 on bitmap t failed: bitmap b0 in big.qcow2
         --merge b0 -b big.qcow2 -F qcow2 t.bitmaps t
 qemu_says "Bitmaps are of different sizes" \
           --merge b0 -b big.qcow2 -F qcow2 target.qcow2 t
+# ... also for a file that --size is to create.
+tool_fails -k new.bitmaps "dirtybitmap: new.bitmaps: --size $size does not match the disk size of big.qcow2, $((2 * size)) bytes" \
+           bitmap --add --merge b0 -b big.qcow2 -F qcow2 --size $size \
+           new.bitmaps b0
 
 # A missing bitmap, in qemu-img's words.
 refused "dirtybitmap: action merge:b9 on bitmap t failed: disk.qcow2: Dirty bitmap 'b9' not found" \

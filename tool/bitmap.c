@@ -333,19 +333,25 @@ static bool
 size_mismatch (const struct opts *o, struct bmf *src, const char *path)
 {
   const struct bmf_state *sst = src ? bmf_state (src) : NULL;
+  const uint64_t size = o->size;
+  bool differs = false;
   uint64_t other = 0;
   size_t i;
 
   if (o->size < 0)
     return false;
-  if (sst && sst->sized)
+  if (sst && sst->sized && sst->disk_size != size) {
+    differs = true;
     other = sst->disk_size;
+  }
   for (i = 0; i < o->n; ++i) {
     const struct bmf_foreign *b = o->acts[i].foreign;
-    if (b && b->problem.errnum == 0 && b->disk_size != (uint64_t) o->size)
+    if (b && b->problem.errnum == 0 && b->disk_size != size) {
+      differs = true;
       other = b->disk_size;
+    }
   }
-  if (other == 0 || other == (uint64_t) o->size)
+  if (!differs)
     return false;
   fprintf (stderr, "%s: %s: --size %" PRIi64 " does not match the disk "
            "size of %s, %" PRIu64 " bytes\n",

@@ -244,8 +244,12 @@ finish (struct child *c, char **out, char **text)
     if (p[i].fd >= 0)
       close (p[i].fd);
   c->err = c->out = -1;
-  if (c->pid > 0 && waitpid (c->pid, &status, 0) == -1)
-    status = -1;
+  while (c->pid > 0 && waitpid (c->pid, &status, 0) == -1) {
+    if (errno != EINTR) {
+      status = -1;
+      break;
+    }
+  }
   c->pid = -1;
   for (i = 0; i < 2; ++i)
     if (fp[i])
@@ -271,14 +275,19 @@ qemu_error (struct bmerr *err, const char *name, const char *text,
   const char *line, *end;
 
   for (line = text ? text : ""; *line; line = *end ? end + 1 : end) {
+    const size_t room = msg + sizeof msg - p;
+    int k;
+
     end = strchrnul (line, '\n');
     if (strncmp (line, name, n) == 0 && strncmp (line + n, ": ", 2) == 0)
       line += n + 2;
-    if (end > line)
-      p += snprintf (p, msg + sizeof msg - p, "%s%.*s", p > msg ? "\n" : "",
-                     (int) (end - line), line);
-    if (p >= msg + sizeof msg - 1)
-      break;
+    if (end == line)
+      continue;
+    k = snprintf (p, room, "%s%.*s", p > msg ? "\n" : "",
+                  (int) (end - line), line);
+    if (k < 0 || (size_t) k >= room)
+      break;                    /* (cut short) */
+    p += k;
   }
   if (msg[0])
     bmerr_set (err, EIO, "%s", msg);
@@ -332,9 +341,9 @@ has_flag (json_object *bitmap, const char *flag)
   size_t i;
 
   for (i = 0; flags && i < json_object_array_length (flags); ++i) {
-    const char *f = json_object_get_string (json_object_array_get_idx (flags,
-                                                                       i));
-    if (f && strcmp (f, flag) == 0)
+    json_object *f = json_object_array_get_idx (flags, i);
+    if (json_object_is_type (f, json_type_string) &&
+        strcmp (json_object_get_string (f), flag) == 0)
       return true;
   }
   return false;
