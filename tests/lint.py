@@ -35,7 +35,9 @@ EXEMPT = re.compile(r"""(^|/)(COPYING|AUTHORS|\.gitignore|\.gitkeep)$
 # In a tree without git: what counts as a source, test or script.
 SOURCE = re.compile(r"""\.(c|h|sh|py|pod|syms|am|ac)$|\.sh\.in$
                         |^\.ci/|^demo\.sh$
-                        |^(debian|systemd|bash-completion)/""", re.X)
+                        |^debian/(control|rules|docs|[^/]*\.lintian-overrides)$
+                        |^systemd/[^/]*(\.service\.in|-generator\.in|\.conf)$
+                        |^bash-completion/dirtybitmap$""", re.X)
 # ... and what a build or autotools made there.
 GENERATED = re.compile(r"""^(build-aux|autom4te\.cache|m4)/|\.tmp/
                            |(^|/)(\.libs|\.deps)/|^config\.h$
