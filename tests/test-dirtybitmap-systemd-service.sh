@@ -102,14 +102,20 @@ uri="nbd+unix:///?socket=$sock"
 
 # start: what systemctl start does for a Type=forking unit: make the
 # RuntimeDirectory, run ExecStart, which must exit 0, and take the
-# main process from the PIDFile.  stop: SIGTERM, and the directory
-# goes.
+# main process from the PIDFile, waiting for it (nbdkit's parent may
+# exit before its child has written it: systemd waits too).  stop:
+# SIGTERM, and the directory goes.
 start ()
 {
+    local i
     mkdir -p "$rundir"
     unshare -m --propagation private -- \
         bash "$abs_top_srcdir/tests/systemd-sandbox.sh" "${sandbox[@]}" \
         -- "${argv[@]}"
+    for (( i = 0; i < 100; ++i )); do
+        [ -s "$pidfile" ] && break
+        sleep 0.1
+    done
     pid="$(cat "$pidfile")"
     kill -s 0 "$pid"
 }
