@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <libgen.h>
 #include <dirent.h>
@@ -90,13 +91,17 @@ sums_path (const struct set *s, const struct disk *d,
   return path;
 }
 
-/* Do the checksums describe d at B exactly? */
+/* Do the checksums describe d at B exactly?  With B there, their
+ * chunks must also be the ones its granularity gives.
+ */
 static bool
 describes (const struct set *s, const struct disk *d, const struct sums *p)
 {
   return strcmp (p->checkpoint, s->incremental) == 0 &&
     strcmp (p->source, d->source) == 0 &&
-    (d->size_before == 0 || p->disk_size == d->size_before);
+    (d->size_before == 0 || p->disk_size == d->size_before) &&
+    (d->base_granularity == 0 ||
+     p->chunk == sums_chunk_for (d->base_granularity));
 }
 
 /* The one set in dir at B that describes d, under any name (the
@@ -180,8 +185,10 @@ previous (const struct set *s, struct disk *d, char **why)
     free (dir);
   }
   if (!describes (s, d, prev)) {
-    if (asprintf (why, "%s: the checksums of another disk or checkpoint "
-                  "(%s at %s)", path, prev->source, prev->checkpoint) == -1)
+    if (asprintf (why, "%s: the checksums of another disk, checkpoint, "
+                  "size or chunk size (%s at %s, %" PRIu64 " bytes in "
+                  "chunks of %" PRIu64 ")", path, prev->source,
+                  prev->checkpoint, prev->disk_size, prev->chunk) == -1)
       *why = NULL;
     sums_free (prev);
     free (path);
@@ -238,6 +245,17 @@ checksums_prepare (struct set *s, struct disk *d)
   d->o.full = d->mode != MODE_INCREMENTAL;
   if (d->mode == MODE_INCREMENTAL && d->prev == NULL)
     return 0;
+  if (d->mode == MODE_INCREMENTAL &&
+      d->prev->chunk > d->base_granularity) {
+    /* A chunk would take in clean granules, which an incremental view
+     * does not hold: nothing to hash them from.
+     */
+    fprintf (stderr, "%s: backup: disk %s: no checksums will be written "
+             "for this backup: bitmap %s's granularity (%" PRIu64 ") is "
+             "smaller than a checksum chunk (%" PRIu64 ")\n", prog,
+             d->name, s->incremental, d->base_granularity, d->prev->chunk);
+    return 0;
+  }
   d->sums_path = sums_path (s, d, s->checkpoint, NULL);
   if (d->sums_path == NULL)
     return 0;

@@ -30,6 +30,7 @@
 /* What query says of one disk. */
 struct state {
   bool has_new, has_base, base_consistent;
+  uint64_t base_granularity;
   const char *view;             /* the open view's name, or NULL */
   uint64_t size, granularity;
 };
@@ -64,6 +65,8 @@ read_state (const struct set *s, json_object *q, struct state *st)
       st->base_consistent =
         json_object_object_get_ex (b, "consistent", &v) &&
         json_object_get_boolean (v);
+      if (json_object_object_get_ex (b, "granularity", &v))
+        st->base_granularity = json_object_get_uint64 (v);
     }
   }
 }
@@ -149,6 +152,7 @@ cut_check (struct set *s)
     }
     s->disks[i].leftover = st.has_new;
     s->disks[i].size_before = st.size;
+    s->disks[i].base_granularity = st.base_granularity;
     with_new += st.has_new;
     without_base += s->incremental && !st.has_base;
   }

@@ -76,6 +76,7 @@ struct disk {
   uint64_t size;                /* the disk's size at the cut */
   uint64_t granularity;         /* NEW's granularity */
   uint64_t size_before;         /* the disk's size before the cut */
+  uint64_t base_granularity;    /* B's, or 0 if it is missing */
   char *error;                  /* the first error, or NULL */
 
   /* Checksums (backup/checksums.c). */
