@@ -29,7 +29,7 @@ prepare_fifo ()   { rm fifo.c1.sums; mkfifo fifo.c1.sums; }
 # (What the backup must say of each.)
 problem_short="too short for a checksum file (truncated?)"
 problem_cut="its sizes do not agree (truncated or damaged)"
-problem_other="the checksums of another disk or checkpoint (nbd+unix:///?socket=$PWD/donor.sock at c1)"
+problem_other="the checksums of another disk, checkpoint, size or chunk size (nbd+unix:///?socket=$PWD/donor.sock at c1, 2097152 bytes in chunks of 65536)"
 problem_digest="its checksums are damaged (bad CRC)"
 problem_header="its header is damaged (bad checksum)"
 problem_fifo="not a regular file"
