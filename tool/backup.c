@@ -1,16 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* backup.c: dirtybitmap backup: a whole consistent backup of a live
- * disk in one command.  On one control connection, kept for the whole
- * job: backup-begin (a frozen view of the disk, and a new checkpoint
- * bitmap, at one cut), then the view's changed ranges copied to TARGET
- * with the copy engine (copy.h), each range released on the view once
- * it is on the target, then backup-end.
+ * machine (one disk or several) in one command.  This file reads the
+ * command line and runs the steps; backup/ holds them (see
+ * backup/internal.h):
  *
- * On any failure (including SIGINT or SIGTERM) the view is ended and
- * the checkpoint removed, so that the next run starts again from the
- * same bitmap and nothing is lost; the view is begun with
- * end-on-disconnect, so the server does the same if this process dies
- * before it can.
+ *   connect to every disk's control socket
+ *   check (B on every disk, no view open, leftovers of a killed run)
+ *   the cut: freeze the guest, pause all, begin all, resume all, thaw
+ *   copy every view to its target, in parallel
+ *   end every view (and remove B, with --remove-incremental)
+ *   report: the summary, the manifest
+ *
+ * On any failure (including SIGINT or SIGTERM) every server is
+ * resumed, the guest thawed, every view ended and NEW removed, so that
+ * the next run starts again from the same bitmap on every disk and
+ * nothing is lost; the views are begun with end-on-disconnect, so the
+ * servers end them if this process dies before it can.
  */
 
 #include <config.h>
@@ -24,175 +29,62 @@
 #include <getopt.h>
 #include <unistd.h>
 
-#include "control-client.h"
-#include "copy.h"
+#include "backup/internal.h"
 #include "dirtybitmap.h"
 #include "util.h"
-
-#define DEFAULT_VIEW "backup"
 
 static void __attribute__ ((noreturn))
 backup_usage (int status)
 {
   fprintf (status ? stderr : stdout,
-"Usage: %s backup --control SOCKET [--incremental BITMAP]\n"
-"                      --checkpoint NEW [--remove-incremental]\n"
-"                      [--name VIEW] [--scratch DIR] [-p]\n"
-"                      [--output=human|json] [--requests N]\n"
-"                      [--connections N] [--request-size SIZE]\n"
-"                      SOURCE_URI TARGET\n"
+"Usage: %s backup --control SOCKET [OPTIONS] SOURCE_URI TARGET\n"
+"       %s backup --disk control=SOCKET,source=URI,target=TARGET\n"
+"                        [--disk ...]... [OPTIONS]\n"
+"Options: --checkpoint NEW [--incremental BITMAP] [--remove-incremental]\n"
+"         [--guest-agent SOCKET | --freeze-command CMD --thaw-command CMD]\n"
+"         [--freeze-timeout SECONDS] [--cut-timeout SECONDS]\n"
+"         [--manifest FILE] [--name VIEW] [--scratch DIR] [-p]\n"
+"         [--output=human|json] [--requests N] [--connections N]\n"
+"         [--request-size SIZE]\n"
 "\n"
-"Back up the disk that SOURCE_URI serves (through\n"
-"nbdkit-dirtybitmap-filter with control=SOCKET) at one point in time,\n"
-"while it goes on being written: freeze a view of it and add the\n"
-"bitmap NEW at one cut, copy the view to TARGET, and end the view.\n"
-"With --incremental, only what BITMAP recorded is copied, to a TARGET\n"
-"that holds the previous backup; without it, everything, and a missing\n"
-"TARGET file is created.  On failure the view is ended and NEW is\n"
-"removed, so that the next run starts again from BITMAP.\n"
+"Back up a machine's disks, each served by nbdkit-dirtybitmap-filter\n"
+"with a control socket, at one point in time while they go on being\n"
+"written: pause every server, freeze a view of each disk and add the\n"
+"bitmap NEW to each at one cut, resume, copy each view to its TARGET\n"
+"(in parallel), and end the views.  With --incremental, only what\n"
+"BITMAP recorded is copied, to a TARGET that holds the previous\n"
+"backup; without it, everything, and a missing TARGET file is created.\n"
+"On failure, every disk is left as it was: the next run starts again\n"
+"from BITMAP.\n"
 "\n"
-"  --control SOCKET      the filter's control socket\n"
+"  --disk control=SOCKET,source=URI,target=TARGET[,name=NAME]\n"
+"         [,scratch=DIR]  one disk of the set (\",,\" is a comma); the\n"
+"                        first form is one --disk\n"
 "  --incremental BITMAP  copy only what BITMAP says changed\n"
 "  --checkpoint NEW      the bitmap that records from the cut on: the\n"
 "                        next incremental starts from it\n"
 "  --remove-incremental  after success, remove BITMAP\n"
-"  --name VIEW           the view's export name (default " DEFAULT_VIEW ")\n"
-"  --scratch DIR         where the server keeps what the view needs\n"
+"  --guest-agent SOCKET  freeze the guest's file systems for the cut\n"
+"                        through qemu-guest-agent (the host side of\n"
+"                        its channel)\n"
+"  --freeze-command CMD, --thaw-command CMD\n"
+"                        or with these commands (sh -c)\n"
+"  --freeze-timeout S    longest freeze, and thaw (default %g)\n"
+"  --cut-timeout S       longest the disks may be paused (default %g)\n"
+"  --manifest FILE       write the record of the set, as JSON\n"
+"  --name VIEW           the views' export name (default " BACKUP_DEFAULT_VIEW ")\n"
+"  --scratch DIR         where the servers keep what the views need\n"
 "  -p, --output, --requests, --connections, --request-size\n"
-"                        as for copy\n"
+"                        as for copy (for each disk)\n"
 "\n"
 "Example:\n"
-"  %s backup --control /run/vm1.ctl --incremental b3 --checkpoint b4 \\\n"
-"      --remove-incremental nbd+unix:///?socket=/run/vm1.sock b4.qcow2.nbd\n",
-           prog, prog);
+"  %s backup --guest-agent /run/vm1-qga.sock --incremental b3 \\\n"
+"      --checkpoint b4 --remove-incremental \\\n"
+"      --disk control=/run/vm1-os.ctl,source=nbd+unix:///?socket=/run/vm1-os.sock,target=/backup/vm1-os.img \\\n"
+"      --disk control=/run/vm1-db.ctl,source=nbd+unix:///?socket=/run/vm1-db.sock,target=/backup/vm1-db.img\n",
+           prog, prog, BACKUP_DEFAULT_FREEZE_TIMEOUT,
+           BACKUP_DEFAULT_CUT_TIMEOUT, prog);
   exit (status);
-}
-
-/* uri with its export name replaced by name: nbd+unix:///?socket=S
- * and export VIEW give nbd+unix:///VIEW?socket=S.
- */
-static char *
-with_export (const char *uri, const char *name)
-{
-  const char *p = strstr (uri, "://"), *slash, *end;
-  char *out = NULL;
-  size_t i;
-  FILE *fp;
-  size_t len;
-
-  if (p == NULL)
-    return NULL;
-  slash = strchr (p + 3, '/');
-  end = slash ? slash + strcspn (slash, "?#") : uri + strcspn (uri, "?#");
-  fp = open_memstream (&out, &len);
-  if (fp == NULL)
-    return NULL;
-  fwrite (uri, 1, (slash ? slash : end) - uri, fp);
-  fputc ('/', fp);
-  /* Percent-encode all but unreserved characters. */
-  for (i = 0; name[i]; ++i) {
-    unsigned char c = name[i];
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-        (c >= '0' && c <= '9') || strchr ("-._~", c))
-      fputc (c, fp);
-    else
-      fprintf (fp, "%%%02X", c);
-  }
-  fputs (end, fp);
-  fclose (fp);
-  return out;
-}
-
-struct job {
-  const char *socket;
-  int fd;                       /* the control connection */
-  const char *incremental, *checkpoint, *name, *scratch;
-  bool remove_incremental;
-};
-
-/* One request on the job's connection; prints the server's error. */
-static int
-call (struct job *j, const char *command, json_object *args,
-      const char *what)
-{
-  json_object *ret;
-  char *error;
-  int r;
-
-  r = control_call_on (j->fd, j->socket, control_request (command, args),
-                       &ret, &error);
-  json_object_put (ret);
-  if (r == 1) {
-    fprintf (stderr, "%s: backup: %s: %s\n", prog, what, error);
-    free (error);
-  }
-  return r == 0 ? 0 : -1;
-}
-
-static json_object *
-one_action (const char *action, const char *bitmap)
-{
-  json_object *args = json_object_new_object ();
-  json_object *list = json_object_new_array ();
-  json_object *a = json_object_new_object ();
-
-  json_object_object_add (a, "action", json_object_new_string (action));
-  json_object_object_add (a, "bitmap", json_object_new_string (bitmap));
-  json_object_array_add (list, a);
-  json_object_object_add (args, "actions", list);
-  return args;
-}
-
-static int
-begin (struct job *j)
-{
-  json_object *args = json_object_new_object ();
-
-  json_object_object_add (args, "name", json_object_new_string (j->name));
-  if (j->incremental)
-    json_object_object_add (args, "bitmap",
-                            json_object_new_string (j->incremental));
-  json_object_object_add (args, "checkpoint",
-                          json_object_new_string (j->checkpoint));
-  if (j->scratch)
-    json_object_object_add (args, "scratch",
-                            json_object_new_string (j->scratch));
-  json_object_object_add (args, "end-on-disconnect",
-                          json_object_new_boolean (true));
-  return call (j, "backup-begin", args, "backup-begin");
-}
-
-static int
-end (struct job *j)
-{
-  json_object *args = json_object_new_object ();
-
-  json_object_object_add (args, "name", json_object_new_string (j->name));
-  return call (j, "backup-end", args, "backup-end");
-}
-
-/* Whether the view broke (its scratch store failed) while it lived. */
-static int
-view_failed (struct job *j, bool *failed)
-{
-  json_object *ret, *b, *f;
-  char *error;
-  int r;
-
-  *failed = false;
-  r = control_call_on (j->fd, j->socket, control_request ("query", NULL),
-                       &ret, &error);
-  if (r == 1) {
-    fprintf (stderr, "%s: backup: query: %s\n", prog, error);
-    free (error);
-  }
-  if (r != 0)
-    return -1;
-  if (json_object_object_get_ex (ret, "backup", &b) && b &&
-      json_object_object_get_ex (b, "failed", &f))
-    *failed = json_object_get_boolean (f);
-  json_object_put (ret);
-  return 0;
 }
 
 static int
@@ -212,21 +104,114 @@ parse_count (const char *opt, const char *s, unsigned max, unsigned *out)
   return 0;
 }
 
-/* The options and arguments, into j, o and *json: 0, or the exit
- * status (the problem said).
+/* A number of seconds, more than 0 and at most a day. */
+static int
+parse_seconds (const char *opt, const char *s, double *out)
+{
+  char *end;
+  double v;
+
+  errno = 0;
+  v = strtod (s, &end);
+  if (errno || end == s || *end || !(v > 0 && v <= 86400))
+    return bad_usage ("backup ", "%s %s: must be a number of seconds, "
+                      "more than 0", opt, s);
+  *out = v;
+  return 0;
+}
+
+/* Add one disk to the set from a --disk value. */
+static int
+add_disk (struct set *s, const char *spec)
+{
+  struct disk *disks = realloc (s->disks, (s->n + 1) * sizeof *disks);
+  struct disk *d;
+  char *error = NULL;
+
+  if (disks == NULL) {
+    perror (prog);
+    return EXIT_FAILURE;
+  }
+  s->disks = disks;
+  d = &s->disks[s->n++];
+  *d = (struct disk) { .fd = -1 };
+  if (disk_parse (spec, d, &error) == -1) {
+    bad_usage ("backup ", "%s", error ? error : strerror (ENOMEM));
+    free (error);
+    return EXIT_FAILURE;
+  }
+  if (d->name == NULL &&
+      asprintf (&d->name, "disk%zu", s->n - 1) == -1) {
+    d->name = NULL;
+    perror (prog);
+    return EXIT_FAILURE;
+  }
+  return 0;
+}
+
+/* The one-disk form: --control SOCKET SOURCE_URI TARGET. */
+static int
+add_control_disk (struct set *s, const char *control, const char *source,
+                  const char *target)
+{
+  char *spec = NULL;
+  FILE *fp;
+  size_t len, i;
+  const char *values[3] = { control, source, target };
+  static const char *const keys[3] = { "control", "source", "target" };
+  int r;
+
+  if (!is_nbd_uri (source))
+    return bad_usage ("backup ", "%s: SOURCE_URI must be an NBD URI "
+                      "(nbd://... or nbd+unix://...)", source);
+  fp = open_memstream (&spec, &len);
+  if (fp == NULL) {
+    perror (prog);
+    return EXIT_FAILURE;
+  }
+  for (i = 0; i < 3; ++i) {
+    const char *v;
+    fprintf (fp, "%s%s=", i ? "," : "", keys[i]);
+    for (v = values[i]; *v; ++v)
+      fputs (*v == ',' ? ",," : (char[]) { *v, '\0' }, fp);
+  }
+  fclose (fp);
+  r = add_disk (s, spec);
+  free (spec);
+  return r;
+}
+
+struct options {
+  struct copy_options o;        /* the template of each disk's copy */
+  const char *control;          /* the one-disk form */
+  const char *scratch;
+  const char *manifest;
+  int json;
+};
+
+/* The options and arguments, into s and opts: 0, or the exit status
+ * (the problem said).
  */
 static int
-parse_backup (int argc, char *argv[], struct job *j,
-              struct copy_options *o, int *json)
+parse_backup (int argc, char *argv[], struct set *s, struct options *opts)
 {
   enum { CONTROL = 256, INCREMENTAL, CHECKPOINT, REMOVE, NAME, SCRATCH,
-         OUTPUT, REQUESTS, CONNECTIONS, REQUEST_SIZE };
+         OUTPUT, REQUESTS, CONNECTIONS, REQUEST_SIZE, DISK, AGENT,
+         FREEZE_COMMAND, THAW_COMMAND, FREEZE_TIMEOUT, CUT_TIMEOUT,
+         MANIFEST };
   static const struct option long_options[] = {
     { "help", no_argument, NULL, 'h' },
     { "control", required_argument, NULL, CONTROL },
+    { "disk", required_argument, NULL, DISK },
     { "incremental", required_argument, NULL, INCREMENTAL },
     { "checkpoint", required_argument, NULL, CHECKPOINT },
     { "remove-incremental", no_argument, NULL, REMOVE },
+    { "guest-agent", required_argument, NULL, AGENT },
+    { "freeze-command", required_argument, NULL, FREEZE_COMMAND },
+    { "thaw-command", required_argument, NULL, THAW_COMMAND },
+    { "freeze-timeout", required_argument, NULL, FREEZE_TIMEOUT },
+    { "cut-timeout", required_argument, NULL, CUT_TIMEOUT },
+    { "manifest", required_argument, NULL, MANIFEST },
     { "name", required_argument, NULL, NAME },
     { "scratch", required_argument, NULL, SCRATCH },
     { "progress", no_argument, NULL, 'p' },
@@ -236,21 +221,39 @@ parse_backup (int argc, char *argv[], struct job *j,
     { "request-size", required_argument, NULL, REQUEST_SIZE },
     { NULL }
   };
-  int opt;
+  struct copy_options *o = &opts->o;
+  int opt, r;
   int64_t v;
 
   while ((opt = getopt_long (argc, argv, "hp", long_options, NULL)) != -1) {
     switch (opt) {
     case 'h': backup_usage (EXIT_SUCCESS);
     case 'p': o->progress = true; break;
-    case CONTROL: j->socket = optarg; break;
-    case INCREMENTAL: j->incremental = optarg; break;
-    case CHECKPOINT: j->checkpoint = optarg; break;
-    case REMOVE: j->remove_incremental = true; break;
-    case NAME: j->name = optarg; break;
-    case SCRATCH: j->scratch = optarg; break;
+    case CONTROL: opts->control = optarg; break;
+    case DISK:
+      if ((r = add_disk (s, optarg)) != 0)
+        return r;
+      break;
+    case INCREMENTAL: s->incremental = optarg; break;
+    case CHECKPOINT: s->checkpoint = optarg; break;
+    case REMOVE: s->remove_incremental = true; break;
+    case AGENT: s->agent = optarg; break;
+    case FREEZE_COMMAND: s->freeze_command = optarg; break;
+    case THAW_COMMAND: s->thaw_command = optarg; break;
+    case FREEZE_TIMEOUT:
+      if (parse_seconds ("--freeze-timeout", optarg,
+                         &s->freeze_timeout) != 0)
+        return EXIT_FAILURE;
+      break;
+    case CUT_TIMEOUT:
+      if (parse_seconds ("--cut-timeout", optarg, &s->cut_timeout) != 0)
+        return EXIT_FAILURE;
+      break;
+    case MANIFEST: opts->manifest = optarg; break;
+    case NAME: s->view = optarg; break;
+    case SCRATCH: opts->scratch = optarg; break;
     case OUTPUT:
-      if ((*json = parse_output ("backup ", optarg)) == -1)
+      if ((opts->json = parse_output ("backup ", optarg)) == -1)
         return EXIT_FAILURE;
       break;
     case REQUESTS:
@@ -275,98 +278,138 @@ parse_backup (int argc, char *argv[], struct job *j,
       return try_help ("backup ");
     }
   }
-  if (optind != argc - 2)
-    return bad_usage ("backup ", "expecting SOURCE_URI and TARGET");
-  if (j->socket == NULL)
-    return bad_usage ("backup ", "--control SOCKET is required");
-  if (j->checkpoint == NULL)
+  if (opts->control) {
+    if (s->n > 0)
+      return bad_usage ("backup ", "--control and --disk: use one form "
+                        "(--control SOCKET SOURCE_URI TARGET is one "
+                        "--disk)");
+    if (optind != argc - 2)
+      return bad_usage ("backup ", "expecting SOURCE_URI and TARGET");
+    if ((r = add_control_disk (s, opts->control, argv[optind],
+                               argv[optind + 1])) != 0)
+      return r;
+  }
+  else if (s->n == 0)
+    return bad_usage ("backup ", "--control SOCKET or --disk is required");
+  else if (optind != argc)
+    return bad_usage ("backup ", "%s: with --disk, the sources and targets "
+                      "are in the --disk options", argv[optind]);
+  if (s->checkpoint == NULL)
     return bad_usage ("backup ", "--checkpoint NEW is required: the bitmap "
                       "the next incremental backup starts from");
-  if (j->remove_incremental && j->incremental == NULL)
+  if (s->incremental && strcmp (s->incremental, s->checkpoint) == 0)
+    return bad_usage ("backup ", "--checkpoint %s: it must differ from "
+                      "--incremental", s->checkpoint);
+  if (s->remove_incremental && s->incremental == NULL)
     return bad_usage ("backup ", "--remove-incremental needs --incremental");
-  if (!is_nbd_uri (argv[optind]))
-    return bad_usage ("backup ", "%s: SOURCE_URI must be an NBD URI "
-                      "(nbd://... or nbd+unix://...)", argv[optind]);
+  if (s->agent && (s->freeze_command || s->thaw_command))
+    return bad_usage ("backup ", "--guest-agent, or --freeze-command and "
+                      "--thaw-command: not both");
+  if (!s->freeze_command != !s->thaw_command)
+    return bad_usage ("backup ", "--freeze-command and --thaw-command go "
+                      "together: a freeze needs its thaw");
+  s->freeze = s->agent ? FREEZE_AGENT
+    : s->freeze_command ? FREEZE_COMMANDS : FREEZE_NONE;
   return 0;
+}
+
+/* What went wrong, on stderr: each disk's problem, the set's, and the
+ * last line that says what is left.
+ */
+static void
+say_failure (const struct set *s)
+{
+  size_t i;
+
+  if (s->error)
+    fprintf (stderr, "%s: backup: %s\n", prog, s->error);
+  for (i = 0; i < s->n; ++i) {
+    const struct disk *d = &s->disks[i];
+    const char *who = s->n > 1 ? d->name : NULL;
+    if (d->error)
+      fprintf (stderr, "%s: backup: %s%s%s%s\n", prog, who ? "disk " : "",
+               who ? who : "", who ? ": " : "", d->error);
+    if (d->r.error || (d->r.interrupted && s->interrupted)) {
+      if (who)
+        fprintf (stderr, "%s: backup: disk %s:\n", prog, who);
+      copy_print_failure (&d->o, &d->r);
+    }
+  }
+  if (s->interrupted)
+    fprintf (stderr, "%s: backup: interrupted\n", prog);
+  if (!s->cut_made)
+    fprintf (stderr, "%s: backup incomplete: nothing was changed\n", prog);
+  else
+    fprintf (stderr, "%s: backup incomplete: the view%s ended and the "
+             "checkpoint %s removed: the next backup starts again from "
+             "%s\n", prog, s->n > 1 ? "s are" : " is", s->checkpoint,
+             s->incremental ? s->incremental : "scratch (a full backup)");
 }
 
 int
 do_backup (int argc, char *argv[])
 {
-  struct job j = { .name = DEFAULT_VIEW, .fd = -1 };
-  struct copy_options o = { .requests = COPY_DEFAULT_REQUESTS,
-                            .trim_source = true };
-  struct copy_result r = { .ok = false };
-  char *view_uri = NULL, *scratch = NULL;
-  bool begun = false, ever_begun = false, failed = false;
-  int json = 0, status = EXIT_FAILURE;
+  struct set s = {
+    .view = BACKUP_DEFAULT_VIEW,
+    .cut_timeout = BACKUP_DEFAULT_CUT_TIMEOUT,
+    .freeze_timeout = BACKUP_DEFAULT_FREEZE_TIMEOUT,
+    .agent_fd = -1,
+  };
+  struct options opts = {
+    .o = { .requests = COPY_DEFAULT_REQUESTS, .trim_source = true },
+  };
+  bool ok = false, caught = false;
+  char *error = NULL;
+  size_t i;
+  int status;
 
-  if ((status = parse_backup (argc, argv, &j, &o, &json)) != 0)
-    return status;
+  if ((status = parse_backup (argc, argv, &s, &opts)) != 0)
+    goto out;
   status = EXIT_FAILURE;
-  view_uri = with_export (argv[optind], j.name);
-  /* The server runs in "/": a relative scratch directory is ours. */
-  if (j.scratch && (scratch = realpath (j.scratch, NULL)) == NULL) {
-    fprintf (stderr, "%s: backup: --scratch %s: %s\n", prog, j.scratch,
-             strerror (errno));
+  opts.o.full = s.incremental == NULL;
+  for (i = 0; i < s.n; ++i)
+    if (disk_prepare (&s.disks[i], s.view, opts.scratch, &opts.o,
+                      &error) == -1) {
+      fprintf (stderr, "%s: backup: %s\n", prog,
+               error ? error : strerror (ENOMEM));
+      free (error);
+      goto out;
+    }
+  if (copy_signals_catch (&error) == -1) {
+    fprintf (stderr, "%s: backup: %s\n", prog, error);
+    free (error);
     goto out;
   }
-  j.scratch = scratch;
-  if (view_uri == NULL) {
-    perror (prog);
-    goto out;
-  }
-  o.source = view_uri;
-  o.target = argv[optind + 1];
-  o.full = j.incremental == NULL;
+  caught = true;
 
-  j.fd = control_connect (j.socket);
-  if (j.fd == -1 || begin (&j) == -1)
-    goto out;
-  begun = ever_begun = true;
-  copy_run (&o, &r);
-  if (view_failed (&j, &failed) == -1)
-    failed = true;
-  else if (failed)
-    fprintf (stderr, "%s: backup: the view broke while it was copied (the "
-             "server's scratch store failed): the copy is not the disk at "
-             "one point in time\n", prog);
-  if (r.ok && !failed && end (&j) == 0) {
-    begun = false;
-    if (j.remove_incremental &&
-        call (&j, "transaction", one_action ("remove", j.incremental),
-              "removing the incremental bitmap") == -1)
-      fprintf (stderr, "%s: backup: the backup is complete; remove bitmap "
-               "%s yourself\n", prog, j.incremental);
-    status = EXIT_SUCCESS;
-  }
+  if (servers_connect (&s) == 0 && cut_check (&s) == 0 &&
+      cut_make (&s) == 0 && copies_run (&s, opts.o.progress) == 0 &&
+      cut_views_ok (&s) == 0 && cut_end (&s) == 0)
+    ok = true;
+  else
+    cut_undo (&s);
+  copy_signals_release ();
+  caught = false;
+
+  if (!ok)
+    say_failure (&s);
+  report_summary (stdout, &s, ok, opts.json);
+  if (opts.manifest && report_manifest (&s, ok, opts.manifest) == -1)
+    ok = false;
+  status = ok ? EXIT_SUCCESS : EXIT_FAILURE;
 
  out:
-  if (begun) {
-    /* Nothing is lost: the old bitmap still records everything. */
-    end (&j);
-    call (&j, "transaction", one_action ("remove", j.checkpoint),
-          "removing the checkpoint");
+  if (caught)
+    copy_signals_release ();
+  for (i = 0; i < s.n; ++i) {
+    if (s.disks[i].fd >= 0)
+      close (s.disks[i].fd);
+    disk_free (&s.disks[i]);
   }
-  if (status != EXIT_SUCCESS) {
-    if (r.error || r.interrupted)
-      copy_print_failure (&o, &r);
-    if (!ever_begun)
-      fprintf (stderr, "%s: backup incomplete: nothing was changed\n",
-               prog);
-    else
-      fprintf (stderr, "%s: backup incomplete: the view is ended and the "
-               "checkpoint %s removed: the next backup starts again from "
-               "%s\n", prog, j.checkpoint,
-               j.incremental ? j.incremental : "scratch (a full backup)");
-  }
-  if (o.source && (r.ok || json))
-    copy_print_summary (stdout, &o, &r, json);
-  copy_result_free (&r);
-  if (j.fd >= 0)
-    close (j.fd);
-  free (view_uri);
-  free (scratch);
+  free (s.disks);
+  free (s.error);
+  if (s.agent_fd >= 0)
+    close (s.agent_fd);
   if (fflush (stdout) == EOF)
     status = EXIT_FAILURE;
   return status;

@@ -22,8 +22,8 @@
 
 #define REPLY_MAX (4 * 1024 * 1024)
 
-static int
-now_ms (void)
+int
+control_now_ms (void)
 {
   struct timespec ts;
 
@@ -31,20 +31,30 @@ now_ms (void)
   return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Wait for fd to be ready for events until deadline; -1 on timeout. */
+/* Wait for fd to be ready for events until deadline, or until wake_fd
+ * (if >= 0) is readable: 0, or -1 with errno (ETIMEDOUT, EINTR for
+ * the wake).
+ */
 static int
-wait_for (int fd, short events, int deadline)
+wait_for (int fd, short events, int deadline, int wake_fd)
 {
-  struct pollfd p = { .fd = fd, .events = events };
+  struct pollfd p[2] = {
+    { .fd = fd, .events = events },
+    { .fd = wake_fd, .events = POLLIN },
+  };
   int r, left;
 
   for (;;) {
-    left = deadline - now_ms ();
+    left = deadline - control_now_ms ();
     if (left <= 0) {
       errno = ETIMEDOUT;
       return -1;
     }
-    r = poll (&p, 1, left);
+    r = poll (p, wake_fd >= 0 ? 2 : 1, left);
+    if (r > 0 && wake_fd >= 0 && (p[1].revents & POLLIN)) {
+      errno = EINTR;
+      return -1;
+    }
     if (r > 0)
       return 0;
     if (r == -1 && errno != EINTR)
@@ -56,7 +66,7 @@ int
 control_connect (const char *path)
 {
   struct sockaddr_un sun = { .sun_family = AF_UNIX };
-  const int deadline = now_ms () + CONTROL_TIMEOUT_SECONDS * 1000;
+  const int deadline = control_now_ms () + CONTROL_TIMEOUT_SECONDS * 1000;
   int fd;
 
   if (strlen (path) >= sizeof sun.sun_path) {
@@ -71,7 +81,7 @@ control_connect (const char *path)
   if (fd == -1)
     goto err;
   while (connect (fd, (struct sockaddr *) &sun, sizeof sun) == -1) {
-    if (errno != EAGAIN || now_ms () >= deadline) {
+    if (errno != EAGAIN || control_now_ms () >= deadline) {
       if (errno == EAGAIN)
         errno = ETIMEDOUT;
       goto err;
@@ -89,33 +99,52 @@ control_connect (const char *path)
   return -1;
 }
 
-/* Send the request, then a newline, by deadline: -1 with errno. */
-static int
-send_line (int fd, const char *req, int deadline)
+/* What a failed wait or call means, as a new string. */
+static char *
+why (int errnum)
 {
-  size_t sent = 0, reqlen = strlen (req);
+  return strdup (errnum == ETIMEDOUT ? "no reply in time"
+                 : errnum == EINTR ? "interrupted"
+                 : strerror (errnum));
+}
 
+int
+control_send (int fd, json_object *request, int deadline, char **error)
+{
+  const char *req = json_object_to_json_string_ext (request,
+                                                    JSON_C_TO_STRING_PLAIN);
+  size_t sent = 0, reqlen = strlen (req);
+  int r = 0;
+
+  *error = NULL;
   while (sent <= reqlen) {
     const char *p = sent < reqlen ? req + sent : "\n";
     size_t n = sent < reqlen ? reqlen - sent : 1;
     ssize_t w;
-    if (wait_for (fd, POLLOUT, deadline) == -1)
-      return -1;
+    if (wait_for (fd, POLLOUT, deadline, -1) == -1) {
+      r = -1;
+      break;
+    }
     w = send (fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w == -1 && errno != EAGAIN && errno != EINTR)
-      return -1;
+    if (w == -1 && errno != EAGAIN && errno != EINTR) {
+      r = -1;
+      break;
+    }
     if (w > 0)
       sent += w;
   }
-  return 0;
+  if (r == -1)
+    *error = why (errno);
+  json_object_put (request);
+  return r;
 }
 
 /* One line back, by deadline, without its newline, into *line (read a
  * byte at a time past the line: the connection may carry more
- * requests).  -1 with errno; -2 when said here.
+ * requests).  -1 with *error.
  */
 static int
-recv_line (int fd, const char *path, int deadline, char **line)
+recv_line (int fd, int deadline, int wake_fd, char **line, char **error)
 {
   char *buf = NULL;
   size_t len = 0, cap = 0;
@@ -125,24 +154,22 @@ recv_line (int fd, const char *path, int deadline, char **line)
     if (len + 2 > cap) {
       char *b;
       if (cap + 65536 > REPLY_MAX) {
-        fprintf (stderr, "%s: --control %s: the reply is too long\n",
-                 prog, path);
+        *error = strdup ("the reply is too long");
         free (buf);
-        return -2;
+        return -1;
       }
       if ((b = realloc (buf, cap + 65536)) == NULL)
         break;
       buf = b;
       cap += 65536;
     }
-    if (wait_for (fd, POLLIN, deadline) == -1)
+    if (wait_for (fd, POLLIN, deadline, wake_fd) == -1)
       break;
     got = recv (fd, buf + len, 1, MSG_DONTWAIT);
     if (got == 0) {
-      fprintf (stderr, "%s: --control %s: the server closed the connection "
-               "without a reply\n", prog, path);
+      *error = strdup ("the server closed the connection without a reply");
       free (buf);
-      return -2;
+      return -1;
     }
     if (got == -1) {
       if (errno == EAGAIN || errno == EINTR)
@@ -157,18 +184,24 @@ recv_line (int fd, const char *path, int deadline, char **line)
       return 0;
     }
   }
+  *error = why (errno);
   free (buf);
   return -1;
 }
 
-/* A reply line: 0 and *ret, 1 and *error (the server's), -1 said. */
-static int
-parse_reply (const char *path, const char *line, json_object **ret,
-             char **error)
+int
+control_receive (int fd, int deadline, int wake_fd, json_object **ret,
+                 char **error)
 {
-  json_object *reply = json_tokener_parse (line), *v, *e;
+  json_object *reply, *v, *e;
+  char *line = NULL;
   int r = -1;
 
+  *ret = NULL;
+  *error = NULL;
+  if (recv_line (fd, deadline, wake_fd, &line, error) == -1)
+    return -1;
+  reply = json_tokener_parse (line);
   if (reply && json_object_is_type (reply, json_type_object) &&
       json_object_object_get_ex (reply, "return", &v)) {
     *ret = json_object_get (v);
@@ -178,16 +211,16 @@ parse_reply (const char *path, const char *line, json_object **ret,
            json_object_object_get_ex (reply, "error", &e) &&
            json_object_object_get_ex (e, "desc", &v)) {
     *error = strdup (json_object_get_string (v));
-    if (*error)
-      r = 1;
-    else
-      fprintf (stderr, "%s: --control %s: %s\n", prog, path,
-               strerror (errno));
+    r = 1;
   }
-  else
-    fprintf (stderr, "%s: --control %s: not a control reply: %s\n",
-             prog, path, line);
+  else if (asprintf (error, "not a control reply: %s", line) == -1)
+    *error = NULL;
+  if (*error == NULL && r != 0) {
+    *error = strdup (strerror (ENOMEM));
+    r = -1;
+  }
   json_object_put (reply);
+  free (line);
   return r;
 }
 
@@ -195,26 +228,24 @@ int
 control_call_on (int fd, const char *path, json_object *request,
                  json_object **ret, char **error)
 {
-  const int deadline = now_ms () + CONTROL_TIMEOUT_SECONDS * 1000;
-  const char *req = json_object_to_json_string_ext (request,
-                                                    JSON_C_TO_STRING_PLAIN);
-  char *line = NULL;
+  const int deadline = control_now_ms () + CONTROL_TIMEOUT_SECONDS * 1000;
+  char *e;
   int r;
 
   *ret = NULL;
   *error = NULL;
-  r = send_line (fd, req, deadline);
+  r = control_send (fd, request, deadline, &e);
   if (r == 0)
-    r = recv_line (fd, path, deadline, &line);
-  if (r == 0)
-    r = parse_reply (path, line, ret, error);
-  else if (r == -1)
+    r = control_receive (fd, deadline, -1, ret, &e);
+  if (r == 1)
+    *error = e;
+  else if (r == -1) {
     fprintf (stderr, "%s: --control %s: %s\n", prog, path,
-             errno == ETIMEDOUT ? "no reply within " CONTROL_TIMEOUT_TEXT
-             : strerror (errno));
-  json_object_put (request);
-  free (line);
-  return r < 0 ? -1 : r;
+             strcmp (e, "no reply in time") == 0
+             ? "no reply within " CONTROL_TIMEOUT_TEXT : e);
+    free (e);
+  }
+  return r;
 }
 
 int

@@ -31,4 +31,20 @@ extern int control_connect (const char *path);
 extern int control_call_on (int fd, const char *path, json_object *request,
                             json_object **ret, char **error);
 
+/* The two halves of control_call_on, for one request sent to several
+ * servers at once and their replies awaited together.  Deadlines are
+ * on the clock of control_now_ms (monotonic milliseconds).
+ * control_send sends request (consumed); control_receive waits for
+ * its reply until deadline, or until wake_fd (if >= 0) is readable.
+ * Both return 0 (with *ret, a new reference), 1 (*error is the
+ * server's "desc") or -1 (*error says what went wrong with the
+ * connection: "no reply in time", "interrupted", ...); they print
+ * nothing, and *error is malloced.
+ */
+extern int control_now_ms (void);
+extern int control_send (int fd, json_object *request, int deadline,
+                         char **error);
+extern int control_receive (int fd, int deadline, int wake_fd,
+                            json_object **ret, char **error);
+
 #endif /* DIRTYBITMAP_CONTROL_CLIENT_H */

@@ -16,7 +16,7 @@
 
 #include "dirtybitmap.h"
 #include "msg.h"
-#include "copy.h"
+#include "copy/copy.h"
 #include "util.h"
 
 static void __attribute__ ((noreturn))

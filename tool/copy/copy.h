@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* copy.h: the copy engine of dirtybitmap, as the subcommands use it:
  * bring the changed ranges of an NBD export to a target, and report
- * what happened.  How it works lives in copy-internal.h.
+ * what happened.  How it works lives in internal.h, beside it.
  *
  *   struct copy_options o = { .source = uri, .target = "backup.img" };
  *   struct copy_result r;
@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include <json-c/json.h>
+
 #define COPY_DEFAULT_REQUESTS 16
 #define COPY_MAX_REQUESTS 1024
 #define COPY_MAX_CONNECTIONS 64
@@ -40,6 +42,9 @@ struct copy_options {
   unsigned requests;            /* in flight per connection; 0: default */
   unsigned connections;         /* 0: one per CPU, up to 4 */
   size_t request_size;          /* largest read or write; 0: default */
+  const char *label;            /* the copy's name when several run at
+                                 * once (a disk's), or NULL: progress is
+                                 * then a line now and then, named */
 };
 
 /* How far a copy got. */
@@ -78,11 +83,32 @@ extern bool is_nbd_uri (const char *s);
 extern int copy_run (const struct copy_options *o, struct copy_result *r);
 extern void copy_result_free (struct copy_result *r);
 
+/* SIGINT and SIGTERM.  While caught (the calls nest: copy_run catches
+ * them for its run, a caller may for longer, around several copies
+ * and what comes between them), the first one sets the flag that
+ * copy_interrupted reads and makes copy_interrupt_fd readable, for
+ * poll; a second one ends the process as usual.  The flag is cleared
+ * when the outermost catch begins.  -1 with *errp on failure.
+ */
+extern int copy_signals_catch (char **errp);
+extern void copy_signals_release (void);
+/* Stop every copy running, as a signal would (while caught). */
+extern void copy_stop_all (void);
+extern bool copy_interrupted (void);
+extern int copy_interrupt_fd (void);
+
 /* The summary: one line of text, or one JSON object (see the JSON
  * OUTPUT section of dirtybitmap(1)), on fp.
  */
 extern void copy_print_summary (FILE *fp, const struct copy_options *o,
                                 const struct copy_result *r, bool json);
+
+/* The same object for a caller to put in one of its own (backup
+ * reports every disk's copy), and how it is printed.
+ */
+extern json_object *copy_summary_json (const struct copy_options *o,
+                                       const struct copy_result *r);
+extern void copy_print_json (FILE *fp, json_object *j);
 
 /* The lines on stderr that say why and how far a failed copy got. */
 extern void copy_print_failure (const struct copy_options *o,

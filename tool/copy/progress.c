@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-progress.c: the progress display of a copy, on stderr.
+/* copy/progress.c: the progress display of a copy, on stderr.
  *
  * On a terminal, a bar redrawn in place with the percentage of the
  * bytes to copy and the rate; elsewhere (a log), a line every
@@ -16,17 +16,19 @@
 #include <unistd.h>
 
 #include "dirtybitmap.h"
-#include "copy-internal.h"
+#include "internal.h"
 
 #define BAR_WIDTH 40
 
 void
-progress_start (struct progress *p, bool on, bool full, uint64_t total)
+progress_start (struct progress *p, bool on, bool full, const char *label,
+                uint64_t total)
 {
   *p = (struct progress) {
     .on = on,
-    .tty = on && isatty (fileno (stderr)),
+    .tty = on && label == NULL && isatty (fileno (stderr)),
     .full = full,
+    .label = label,
     .total = total,
   };
   p->start = p->last_line = copy_now ();
@@ -57,9 +59,9 @@ progress_draw (struct progress *p, uint64_t done, bool last)
     p->drawn = !last;
   }
   else if (!last && t - p->last_line >= PROGRESS_LINE_SECS) {
-    fprintf (stderr, "%s: copy: %d%% of %" PRIu64 " %sbytes, %s/s\n",
-             prog, (int) (100 * frac), p->total, p->full ? "" : "dirty ",
-             rate);
+    fprintf (stderr, "%s: copy%s%s: %d%% of %" PRIu64 " %sbytes, %s/s\n",
+             prog, p->label ? " " : "", p->label ? p->label : "",
+             (int) (100 * frac), p->total, p->full ? "" : "dirty ", rate);
     p->last_line = t;
   }
   fflush (stderr);

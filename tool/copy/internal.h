@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-internal.h: what the parts of the copy engine share.
+/* copy/internal.h: what the parts of the copy engine share.  The
+ * engine is this folder; copy.h is all its users see (the copy and
+ * backup subcommands, tool/copy.c and tool/backup.c).
  *
- * copy.c            dirtybitmap copy: options, usage, calls copy_run
- * copy-run.c        copy_run: connect, check, list, copy, flush, close
- * copy-connect.c    NBD connections: open one, close them (bounded)
- * copy-ranges.c     the source's block status as a list of ranges
- * copy-worker.c     one thread per connection: reads, target writes
+ * copy/run.c        copy_run: connect, check, list, copy, flush, close
+ * copy/error.c      errors as values: the first one kept
+ * copy/connect.c    NBD connections: open one, close them (bounded)
+ * copy/ranges.c     the source's block status as a list of ranges
+ * copy/worker.c     one thread per connection: reads, target writes
  *                   and zeroes, source trims, several in flight
- * copy-target.h     the interface of a target, and its two kinds:
- * copy-file.c         a regular file or a block device
- * copy-nbd.c          an NBD server
- * copy-progress.c   the progress display
- * copy-interrupt.c  SIGINT and SIGTERM while a copy runs
- * copy-summary.c    the summary (text or JSON) and failure messages
+ * copy/target.h     the interface of a target, and its two kinds:
+ * copy/file.c         a regular file or a block device
+ * copy/nbd.c          an NBD server
+ * copy/progress.c   the progress display
+ * copy/interrupt.c  SIGINT and SIGTERM while a copy runs
+ * copy/summary.c    the summary (text or JSON) and failure messages
  */
 
 #ifndef DIRTYBITMAP_COPY_INTERNAL_H
@@ -27,7 +29,7 @@
 #include <libnbd.h>
 
 #include "copy.h"
-#include "copy-target.h"
+#include "target.h"
 
 /* Seconds on the monotonic clock. */
 static inline double
@@ -71,7 +73,7 @@ enum scan_mode {
 };
 
 /* Ask the source for base:allocation over [0, size) and list in out
- * the ranges to bring to the target (see copy-ranges.c).  Adjacent
+ * the ranges to bring to the target (see copy/ranges.c).  Adjacent
  * ranges of the same kind are merged.  -1 with *errp on failure.
  */
 extern int scan_ranges (struct nbd_handle *src, const char *uri,
@@ -83,7 +85,7 @@ extern int full_range (uint64_t size, struct ranges *out, char **errp);
 
 extern void free_ranges (struct ranges *rs);
 
-/* Connections (copy-connect.c). */
+/* Connections (copy/connect.c). */
 
 /* Connect to uri; with meta, ask for base:allocation.  The handle is
  * named what ("source", "target") in libnbd's debug messages.  NULL
@@ -104,7 +106,7 @@ extern void close_handles (struct nbd_handle **hs, unsigned n,
 /* The server's largest read/write, or 0 if it did not say. */
 extern uint64_t max_block (struct nbd_handle *h);
 
-/* The copy in progress (copy-run.c creates it, the workers use it). */
+/* The copy in progress (copy/run.c creates it, the workers use it). */
 
 struct copy {
   const char *src_name;         /* how messages name the source */
@@ -147,7 +149,7 @@ struct worker {
 };
 extern void *copy_worker (void *arg);
 
-/* Progress (copy-progress.c): on a terminal a bar redrawn in place,
+/* Progress (copy/progress.c): on a terminal a bar redrawn in place,
  * otherwise a line every PROGRESS_LINE_SECS seconds, on stderr.
  */
 #define PROGRESS_LINE_SECS 5
@@ -157,23 +159,15 @@ struct progress {
   bool tty;
   bool drawn;                   /* a bar is on the screen */
   bool full;                    /* "bytes", not "dirty bytes" */
+  const char *label;            /* named lines, no bar (or NULL) */
   double start, last_line;
   uint64_t total;
 };
 
 extern void progress_start (struct progress *p, bool on, bool full,
-                            uint64_t total);
+                            const char *label, uint64_t total);
 extern void progress_draw (struct progress *p, uint64_t done, bool last);
 /* Leave the bar where it is, on its own line, before a message. */
 extern void progress_end (struct progress *p);
-
-/* Interruption (copy-interrupt.c): while installed, the first SIGINT
- * or SIGTERM sets the flag and makes interrupt_fd readable; a second
- * one ends the process as usual.
- */
-extern int interrupt_install (char **errp);
-extern void interrupt_uninstall (void);
-extern bool interrupt_requested (void);
-extern int interrupt_fd (void);
 
 #endif /* DIRTYBITMAP_COPY_INTERNAL_H */

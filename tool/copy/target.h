@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-target.h: what the copy engine writes to.  One interface, two
- * kinds: a regular file or a block device (copy-file.c), and an NBD
- * server (copy-nbd.c).  The engine knows only these operations: the
- * workers (copy-worker.c) write, zero and poll, copy-run.c connects,
+/* copy/target.h: what the copy engine writes to.  One interface, two
+ * kinds: a regular file or a block device (copy/file.c), and an NBD
+ * server (copy/nbd.c).  The engine knows only these operations: the
+ * workers (copy/worker.c) write, zero and poll, copy/run.c connects,
  * flushes, commits and closes.
  *
  * Writes and zeroes are asynchronous in form: they start, and call

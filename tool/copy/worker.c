@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-worker.c: the copying thread of one connection.
+/* copy/worker.c: the copying thread of one connection.
  *
  * Each thread owns its source handle (and its connection of the
- * target, see copy-target.h) and runs its own poll(2) loop with up to
+ * target, see copy/target.h) and runs its own poll(2) loop with up to
  * c->requests pieces of work in flight, each in a slot with its own
  * buffer.  A piece goes through up to three stages:
  *
@@ -50,7 +50,7 @@
 
 #include <libnbd.h>
 
-#include "copy-internal.h"
+#include "internal.h"
 #include "util.h"
 
 /* Data blocks checked for zeroes: the page and file system block. */

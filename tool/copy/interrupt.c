@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-interrupt.c: SIGINT and SIGTERM while a copy runs.
+/* copy/interrupt.c: SIGINT and SIGTERM while a copy runs.
  *
  * Signals belong to the process, so this is the one process-wide
- * state of the copy engine: a flag and a pipe.  The handler (async
+ * state of the copy engine: a flag and a pipe, shared by every copy
+ * running at the time (a backup of several disks runs one per disk,
+ * and catches the signals around them all).  The handler (async
  * signal safe: an atomic store and a write(2)) sets the flag and makes
  * the pipe readable; nobody reads the pipe, so it stays readable, and
  * every worker, which polls it next to its connections, wakes up and
@@ -24,10 +26,19 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
+#include <pthread.h>
 
-#include "copy-internal.h"
+#include "internal.h"
+#include "util.h"
 
 static volatile sig_atomic_t requested;
+
+/* Protects depth, pipe_fds and the old actions (the handler reads
+ * pipe_fds[1], which is set before the handler is installed and
+ * closed after it is removed).
+ */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned depth;          /* catches not yet released */
 static int pipe_fds[2] = { -1, -1 };
 static struct sigaction old_int, old_term;
 
@@ -46,10 +57,15 @@ handler (int sig)
 }
 
 int
-interrupt_install (char **errp)
+copy_signals_catch (char **errp)
 {
   struct sigaction sa;
+  SCOPED_LOCK (&lock);
 
+  if (depth > 0) {
+    depth++;
+    return 0;
+  }
   requested = 0;
   if (pipe2 (pipe_fds, O_CLOEXEC | O_NONBLOCK) == -1) {
     set_error (errp, "pipe: %s", strerror (errno));
@@ -61,13 +77,16 @@ interrupt_install (char **errp)
   sigemptyset (&sa.sa_mask);
   sigaction (SIGINT, &sa, &old_int);
   sigaction (SIGTERM, &sa, &old_term);
+  depth = 1;
   return 0;
 }
 
 void
-interrupt_uninstall (void)
+copy_signals_release (void)
 {
-  if (pipe_fds[0] == -1)
+  SCOPED_LOCK (&lock);
+
+  if (depth == 0 || --depth > 0)
     return;
   sigaction (SIGINT, &old_int, NULL);
   sigaction (SIGTERM, &old_term, NULL);
@@ -76,14 +95,20 @@ interrupt_uninstall (void)
   pipe_fds[0] = pipe_fds[1] = -1;
 }
 
+void
+copy_stop_all (void)
+{
+  handler (0);
+}
+
 bool
-interrupt_requested (void)
+copy_interrupted (void)
 {
   return requested;
 }
 
 int
-interrupt_fd (void)
+copy_interrupt_fd (void)
 {
   return pipe_fds[0];
 }

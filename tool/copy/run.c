@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-run.c: copy_run, one copy from start to end.
+/* copy/run.c: copy_run, one copy from start to end.
  *
  *   setup   connect to the source (asking for base:allocation), open
  *           the target (a file, created under a temporary name with
  *           --full, or an NBD server), check sizes, choose request
- *           sizes and connections, list the ranges (copy-ranges.c);
- *   copy    one worker thread per connection (copy-worker.c) while
+ *           sizes and connections, list the ranges (copy/ranges.c);
+ *   copy    one worker thread per connection (copy/worker.c) while
  *           this thread draws the progress display;
  *   flush   only when every byte is on the target: flush it, then
  *           commit (a new file is renamed into place);
- *   close   every connection, bounded in time (copy-connect.c).
+ *   close   every connection, bounded in time (copy/connect.c).
  *
  * Errors become values: the first one is kept in the result, which
  * also says how far the copy got and what it counted.  SIGINT and
- * SIGTERM are caught for the whole run (copy-interrupt.c) and stop it
+ * SIGTERM are caught for the whole run (copy/interrupt.c) and stop it
  * at the next step; during the copy, the workers let what is in
  * flight end and start nothing new.
  */
@@ -35,7 +35,7 @@
 
 #include "dirtybitmap.h"
 #include "msg.h"
-#include "copy-internal.h"
+#include "internal.h"
 #include "util.h"
 
 #define AUTO_CONNECTIONS 4              /* at most, and one per CPU */
@@ -53,19 +53,6 @@ struct job {
   char *zero_buf;
   struct progress p;
 };
-
-void
-set_error (char **errp, const char *fs, ...)
-{
-  va_list args;
-
-  if (*errp)
-    return;
-  va_start (args, fs);
-  if (vasprintf (errp, fs, args) == -1)
-    *errp = strdup ("out of memory");
-  va_end (args);
-}
 
 void
 copy_error (struct copy *c, const char *fs, ...)
@@ -319,7 +306,7 @@ run_workers (struct job *j)
     }
     if (!running)
       break;
-    if (interrupt_requested ())
+    if (copy_interrupted ())
       copy_stop (c);
     progress_draw (&j->p, bytes_done (c), false);
   }
@@ -335,7 +322,7 @@ run_workers (struct job *j)
 static bool
 interrupted (struct job *j)
 {
-  if (interrupt_requested ())
+  if (copy_interrupted ())
     j->r->interrupted = true;
   return j->r->interrupted;
 }
@@ -347,7 +334,8 @@ copy_and_flush (struct job *j)
   struct copy_result *r = j->r;
 
   r->stage = COPY_STAGE_COPY;
-  progress_start (&j->p, j->o->progress, j->o->full, r->total);
+  progress_start (&j->p, j->o->progress, j->o->full, j->o->label,
+                  r->total);
   run_workers (j);
   r->copied = c->copied;
   r->zeroed = c->zeroed;
@@ -355,7 +343,7 @@ copy_and_flush (struct job *j)
     progress_end (&j->p);
     r->error = c->error;
     c->error = NULL;
-    if (interrupt_requested ())
+    if (copy_interrupted ())
       r->interrupted = true;
     return -1;
   }
@@ -419,9 +407,9 @@ copy_run (const struct copy_options *o, struct copy_result *r)
   r->stage = COPY_STAGE_SETUP;
   pthread_mutex_init (&j.c.lock, NULL);
   pthread_cond_init (&j.c.finished, NULL);
-  if (interrupt_install (&r->error) == -1)
+  if (copy_signals_catch (&r->error) == -1)
     goto out;
-  j.c.wake_fd = interrupt_fd ();
+  j.c.wake_fd = copy_interrupt_fd ();
 
   if (open_source (&j) == -1 || interrupted (&j) ||
       open_target (&j) == -1 || interrupted (&j) ||
@@ -433,12 +421,12 @@ copy_run (const struct copy_options *o, struct copy_result *r)
 
  out:
   /* A signal can also make a blocking call fail (libnbd's poll). */
-  if (ret == -1 && interrupt_requested ())
+  if (ret == -1 && copy_interrupted ())
     r->interrupted = true;
   /* The time of the copy, not of saying goodbye to the servers. */
   r->seconds = copy_now () - start;
   job_close (&j);
-  interrupt_uninstall ();
+  copy_signals_release ();
   r->ok = ret == 0;
   return ret;
 }

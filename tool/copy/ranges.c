@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-ranges.c: the ranges of the source to bring to the target,
+/* copy/ranges.c: the ranges of the source to bring to the target,
  * from its base:allocation block status.
  *
  * An incremental copy (SCAN_DIRTY) reads the extents as
@@ -34,7 +34,7 @@
 
 #include <libnbd.h>
 
-#include "copy-internal.h"
+#include "internal.h"
 #include "util.h"
 
 /* Largest block status request: 4G minus 64K keeps it within the 32

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-connect.c: the NBD connections of a copy: opening one, and
+/* copy/connect.c: the NBD connections of a copy: opening one, and
  * closing them all without waiting on a server for ever.
  *
  * nbd_shutdown sends NBD_CMD_DISC and then waits, with no limit, for
@@ -26,7 +26,7 @@
 
 #include "dirtybitmap.h"
 #include "msg.h"
-#include "copy-internal.h"
+#include "internal.h"
 #include "util.h"
 
 struct nbd_handle *

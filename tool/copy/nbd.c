@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-nbd.c: an NBD server as the target of a copy.
+/* copy/nbd.c: an NBD server as the target of a copy.
  *
  * One libnbd handle per connection, each used only by the worker
  * thread of that connection: writes are nbd_aio_pwrite, zeroes are
@@ -11,7 +11,7 @@
  *
  * flush is NBD_CMD_FLUSH on every connection (if the server has it),
  * commit has nothing to do, close disconnects (bounded: see
- * copy-connect.c).
+ * copy/connect.c).
  */
 
 #include <config.h>
@@ -26,7 +26,7 @@
 
 #include <libnbd.h>
 
-#include "copy-internal.h"
+#include "internal.h"
 #include "util.h"
 
 struct nbd_target {

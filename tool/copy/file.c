@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-file.c: a regular file or a block device as the target of a
+/* copy/file.c: a regular file or a block device as the target of a
  * copy: positioned writes, zeroes, the final flush, and a new file's
  * way into place.
  *
@@ -50,7 +50,7 @@
 
 #include "dirtybitmap.h"
 #include "msg.h"
-#include "copy-internal.h"
+#include "internal.h"
 #include "util.h"
 
 #define WRITEBACK_WINDOW 16

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy-summary.c: what a copy reports once it has ended, apart from
+/* copy/summary.c: what a copy reports once it has ended, apart from
  * running it: the summary on stdout (one line of text after a
  * success, or one JSON object whatever happened, described in the JSON
  * OUTPUT section of dirtybitmap(1)), and the lines on stderr that say
@@ -28,44 +28,57 @@ stage_name (enum copy_stage s)
   return "unknown";
 }
 
-static void
-print_json (FILE *fp, const struct copy_options *o,
-            const struct copy_result *r)
+json_object *
+copy_summary_json (const struct copy_options *o, const struct copy_result *r)
 {
-  fprintf (fp, "{\n");
-  fprintf (fp, "    \"result\": \"%s\",\n",
-           r->ok ? "complete" : r->interrupted ? "interrupted" : "failed");
-  fprintf (fp, "    \"source\": ");
-  print_json_string (fp, o->source);
-  fprintf (fp, ",\n    \"target\": ");
-  print_json_string (fp, o->target);
-  fprintf (fp, ",\n    \"full\": %s,\n", o->full ? "true" : "false");
-  fprintf (fp, "    \"stage\": \"%s\",\n", stage_name (r->stage));
-  if (r->sizes_known) {
-    fprintf (fp, "    \"bytes-total\": %" PRIu64 ",\n", r->total);
-    fprintf (fp, "    \"ranges\": %zu,\n", r->ranges);
-  }
-  else {
-    fprintf (fp, "    \"bytes-total\": null,\n");
-    fprintf (fp, "    \"ranges\": null,\n");
-  }
-  fprintf (fp, "    \"bytes-copied\": %" PRIu64 ",\n", r->copied);
-  fprintf (fp, "    \"bytes-zeroed\": %" PRIu64 ",\n", r->zeroed);
-  fprintf (fp, "    \"seconds\": %.3f,\n", r->seconds);
-  fprintf (fp, "    \"error\": ");
-  if (r->error)
-    print_json_string (fp, r->error);
-  else
-    fprintf (fp, "null");
-  fprintf (fp, "\n}\n");
+  json_object *j = json_object_new_object ();
+  char secs[32];
+
+  if (j == NULL)
+    return NULL;
+  snprintf (secs, sizeof secs, "%.3f", r->seconds);
+  json_object_object_add (j, "result", json_object_new_string (
+    r->ok ? "complete" : r->interrupted ? "interrupted" : "failed"));
+  json_object_object_add (j, "source", json_object_new_string (o->source));
+  json_object_object_add (j, "target", json_object_new_string (o->target));
+  json_object_object_add (j, "full", json_object_new_boolean (o->full));
+  json_object_object_add (j, "stage",
+                          json_object_new_string (stage_name (r->stage)));
+  json_object_object_add (j, "bytes-total", r->sizes_known
+                          ? json_object_new_uint64 (r->total) : NULL);
+  json_object_object_add (j, "ranges", r->sizes_known
+                          ? json_object_new_uint64 (r->ranges) : NULL);
+  json_object_object_add (j, "bytes-copied",
+                          json_object_new_uint64 (r->copied));
+  json_object_object_add (j, "bytes-zeroed",
+                          json_object_new_uint64 (r->zeroed));
+  json_object_object_add (j, "seconds",
+                          json_object_new_double_s (r->seconds, secs));
+  json_object_object_add (j, "error", r->error
+                          ? json_object_new_string (r->error) : NULL);
+  return j;
+}
+
+void
+copy_print_json (FILE *fp, json_object *j)
+{
+  fprintf (fp, "%s\n",
+           json_object_to_json_string_ext (j, JSON_C_TO_STRING_PRETTY |
+                                           JSON_C_TO_STRING_SPACED |
+                                           JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
 void
 copy_print_summary (FILE *fp, const struct copy_options *o,
                     const struct copy_result *r, bool json)
 {
-  if (json)
-    print_json (fp, o, r);
+  json_object *j;
+
+  if (json) {
+    j = copy_summary_json (o, r);
+    copy_print_json (fp, j);
+    json_object_put (j);
+  }
   else if (r->ok)
     fprintf (fp, "copied %" PRIu64 " bytes, zeroed %" PRIu64 " bytes, "
              "%zu range%s, %.3f seconds\n",

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* backup/agent.c: a client of qemu-guest-agent, on the host side of
+ * its channel (the Unix socket of qemu's chardev).
+ *
+ * The channel is a byte stream that outlives its clients: what an
+ * earlier client left unread (or a reply that came too late) may still
+ * be in it.  So each connection begins with guest-sync-delimited: a
+ * 0xFF byte resets the agent's parser, and the reply to the sync comes
+ * after a 0xFF of the agent's; everything before that byte, and any
+ * reply that does not carry our id, is skipped.  Then one command at a
+ * time, each reply a JSON object.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "internal.h"
+
+/* Wait until fd is ready for events, by deadline (or a signal, with
+ * wake): 0, or -1 with *error.
+ */
+static int
+wait_fd (int fd, short events, double deadline, bool wake, char **error)
+{
+  struct pollfd p[2] = {
+    { .fd = fd, .events = events },
+    { .fd = wake ? copy_interrupt_fd () : -1, .events = POLLIN },
+  };
+  int r, ms;
+
+  for (;;) {
+    ms = (deadline - backup_now ()) * 1000;
+    if (ms <= 0) {
+      *error = strdup ("no answer in time");
+      return -1;
+    }
+    r = poll (p, 2, ms);
+    if (r > 0 && (p[1].revents & POLLIN)) {
+      *error = strdup ("interrupted");
+      return -1;
+    }
+    if (r > 0)
+      return 0;
+    if (r == -1 && errno != EINTR) {
+      *error = strdup (strerror (errno));
+      return -1;
+    }
+  }
+}
+
+static int
+send_all (int fd, const char *buf, size_t len, double deadline, bool wake,
+          char **error)
+{
+  while (len > 0) {
+    ssize_t w;
+    if (wait_fd (fd, POLLOUT, deadline, wake, error) == -1)
+      return -1;
+    w = send (fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w == -1 && errno != EAGAIN && errno != EINTR) {
+      *error = strdup (strerror (errno));
+      return -1;
+    }
+    if (w > 0) {
+      buf += w;
+      len -= w;
+    }
+  }
+  return 0;
+}
+
+/* One byte. */
+static int
+recv_byte (int fd, double deadline, bool wake, unsigned char *c,
+           char **error)
+{
+  for (;;) {
+    ssize_t got;
+    if (wait_fd (fd, POLLIN, deadline, wake, error) == -1)
+      return -1;
+    got = recv (fd, c, 1, MSG_DONTWAIT);
+    if (got == 1)
+      return 0;
+    if (got == 0) {
+      *error = strdup ("the agent's channel closed");
+      return -1;
+    }
+    if (errno != EAGAIN && errno != EINTR) {
+      *error = strdup (strerror (errno));
+      return -1;
+    }
+  }
+}
+
+/* The next JSON object on the channel (a 0xFF on the way starts it
+ * again).
+ */
+static int
+recv_object (int fd, double deadline, bool wake, json_object **obj,
+             char **error)
+{
+  json_tokener *tok = json_tokener_new ();
+  unsigned char c;
+  int r = -1;
+
+  if (tok == NULL) {
+    *error = strdup (strerror (ENOMEM));
+    return -1;
+  }
+  for (;;) {
+    enum json_tokener_error e;
+    if (recv_byte (fd, deadline, wake, &c, error) == -1)
+      break;
+    if (c == 0xFF) {
+      json_tokener_reset (tok);
+      continue;
+    }
+    *obj = json_tokener_parse_ex (tok, (const char *) &c, 1);
+    e = json_tokener_get_error (tok);
+    if (e == json_tokener_continue)
+      continue;
+    if (e != json_tokener_success) {
+      /* Not JSON (a line of something else): start again. */
+      json_tokener_reset (tok);
+      continue;
+    }
+    if (*obj && json_object_is_type (*obj, json_type_object)) {
+      r = 0;
+      break;
+    }
+    json_object_put (*obj);
+    *obj = NULL;
+  }
+  json_tokener_free (tok);
+  return r;
+}
+
+static int
+send_request (int fd, json_object *req, double deadline, bool wake,
+              char **error)
+{
+  const char *s = json_object_to_json_string_ext (req,
+                                                  JSON_C_TO_STRING_PLAIN);
+  int r;
+
+  r = send_all (fd, s, strlen (s), deadline, wake, error);
+  if (r == 0)
+    r = send_all (fd, "\n", 1, deadline, wake, error);
+  json_object_put (req);
+  return r;
+}
+
+static json_object *
+request (const char *command, json_object *args)
+{
+  json_object *req = json_object_new_object ();
+
+  json_object_object_add (req, "execute", json_object_new_string (command));
+  if (args)
+    json_object_object_add (req, "arguments", args);
+  return req;
+}
+
+int
+agent_connect (const char *path, double deadline, bool wake, int *fdp,
+               char **error)
+{
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  const int64_t id = (int64_t) getpid () << 20 ^ (int64_t) time (NULL);
+  json_object *args, *reply, *v;
+  int fd;
+
+  *error = NULL;
+  if (strlen (path) >= sizeof sun.sun_path) {
+    *error = strdup ("path too long");
+    return -1;
+  }
+  memcpy (sun.sun_path, path, strlen (path));
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd == -1 ||
+      (connect (fd, (struct sockaddr *) &sun, sizeof sun) == -1 &&
+       errno != EINPROGRESS)) {
+    if (asprintf (error, "cannot connect: %s", strerror (errno)) == -1)
+      *error = NULL;
+    goto err;
+  }
+  if (wait_fd (fd, POLLOUT, deadline, wake, error) == -1 ||
+      send_all (fd, "\xff", 1, deadline, wake, error) == -1)
+    goto err;
+  args = json_object_new_object ();
+  json_object_object_add (args, "id", json_object_new_int64 (id));
+  if (send_request (fd, request ("guest-sync-delimited", args), deadline,
+                    wake, error) == -1)
+    goto err;
+  /* Skip what came before the agent's 0xFF, and stale replies. */
+  for (;;) {
+    unsigned char c;
+    do {
+      if (recv_byte (fd, deadline, wake, &c, error) == -1)
+        goto err;
+    } while (c != 0xFF);
+    if (recv_object (fd, deadline, wake, &reply, error) == -1)
+      goto err;
+    if (json_object_object_get_ex (reply, "return", &v) &&
+        json_object_get_int64 (v) == id) {
+      json_object_put (reply);
+      break;
+    }
+    json_object_put (reply);
+  }
+  *fdp = fd;
+  return 0;
+
+ err:
+  if (*error == NULL)
+    *error = strdup (strerror (errno));
+  if (fd >= 0)
+    close (fd);
+  return -1;
+}
+
+int
+agent_execute (int fd, const char *command, double deadline, bool wake,
+               json_object **ret, char **error)
+{
+  json_object *reply, *v, *e;
+
+  *ret = NULL;
+  *error = NULL;
+  if (send_request (fd, request (command, NULL), deadline, wake,
+                    error) == -1 ||
+      recv_object (fd, deadline, wake, &reply, error) == -1)
+    return -1;
+  if (json_object_object_get_ex (reply, "return", &v)) {
+    *ret = json_object_get (v);
+    json_object_put (reply);
+    return 0;
+  }
+  if (json_object_object_get_ex (reply, "error", &e) &&
+      json_object_object_get_ex (e, "desc", &v))
+    *error = strdup (json_object_get_string (v));
+  else
+    *error = strdup (json_object_to_json_string (reply));
+  json_object_put (reply);
+  return -1;
+}

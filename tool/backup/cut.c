@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* backup/cut.c: one cut through every disk of a machine, and its undo.
+ *
+ * The order, exactly (dirtybitmap(1), BACKING UP A VIRTUAL MACHINE):
+ * freeze the guest; pause every server (each reply means its requests
+ * in flight are done and its bitmaps synced); backup-begin on each
+ * (a view and NEW, at that point); resume every server; thaw.  A write
+ * completed before the first pause was sent is in every view; one
+ * started after the last resume was answered is in none; in between,
+ * no write runs at all.  The window is bounded by --cut-timeout.
+ *
+ * All or nothing: on any failure every server is resumed, the guest
+ * thawed, every view ended and NEW removed from every disk where this
+ * run may have added it, so every disk stays at B.  Before anything,
+ * cut_check looks for what a run killed with SIGKILL leaves behind.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <inttypes.h>
+#include <unistd.h>
+
+#include "control-client.h"
+#include "dirtybitmap.h"
+#include "internal.h"
+
+/* What query says of one disk. */
+struct state {
+  bool has_new, has_base;
+  const char *view;             /* the open view's name, or NULL */
+  uint64_t size, granularity;
+};
+
+static void
+read_state (const struct set *s, json_object *q, struct state *st)
+{
+  json_object *bitmaps, *b, *v;
+  size_t i;
+
+  memset (st, 0, sizeof *st);
+  if (json_object_object_get_ex (q, "size", &v))
+    st->size = json_object_get_uint64 (v);
+  if (json_object_object_get_ex (q, "backup", &b) && b &&
+      json_object_object_get_ex (b, "name", &v))
+    st->view = json_object_get_string (v);
+  if (!json_object_object_get_ex (q, "bitmaps", &bitmaps))
+    return;
+  for (i = 0; i < json_object_array_length (bitmaps); ++i) {
+    const char *name;
+    b = json_object_array_get_idx (bitmaps, i);
+    if (!json_object_object_get_ex (b, "name", &v))
+      continue;
+    name = json_object_get_string (v);
+    if (strcmp (name, s->checkpoint) == 0) {
+      st->has_new = true;
+      if (json_object_object_get_ex (b, "granularity", &v))
+        st->granularity = json_object_get_uint64 (v);
+    }
+    if (s->incremental && strcmp (name, s->incremental) == 0)
+      st->has_base = true;
+  }
+}
+
+static json_object *
+remove_args (const char *bitmap)
+{
+  json_object *args = json_object_new_object ();
+  json_object *list = json_object_new_array ();
+  json_object *a = json_object_new_object ();
+
+  json_object_object_add (a, "action", json_object_new_string ("remove"));
+  json_object_object_add (a, "bitmap", json_object_new_string (bitmap));
+  json_object_array_add (list, a);
+  json_object_object_add (args, "actions", list);
+  return args;
+}
+
+static json_object *
+remove_new (const struct set *s, const struct disk *d)
+{
+  (void) d;
+  return remove_args (s->checkpoint);
+}
+
+static json_object *
+remove_base (const struct set *s, const struct disk *d)
+{
+  (void) d;
+  return remove_args (s->incremental);
+}
+
+/* Which disks a step concerns. */
+static bool is_leftover (const struct disk *d) { return d->leftover; }
+static bool is_paused (const struct disk *d) { return d->paused; }
+static bool is_begun (const struct disk *d) { return d->begun; }
+
+static double
+control_deadline (void)
+{
+  return backup_now () + CONTROL_TIMEOUT_SECONDS;
+}
+
+/* Every disk's query, into rets (NULL where it failed). */
+static int
+query_all (struct set *s, json_object **rets)
+{
+  return servers_call (s, "query", NULL, NULL, control_deadline (), true,
+                       rets);
+}
+
+static void
+put_all (struct set *s, json_object **rets)
+{
+  size_t i;
+
+  for (i = 0; i < s->n; ++i)
+    json_object_put (rets[i]);
+  free (rets);
+}
+
+int
+cut_check (struct set *s)
+{
+  json_object **rets = calloc (s->n, sizeof *rets);
+  struct state st;
+  size_t i, with_new = 0, without_base = 0;
+  int r = -1;
+
+  if (rets == NULL) {
+    set_fail (s, "out of memory");
+    return -1;
+  }
+  if (query_all (s, rets) == -1)
+    goto out;
+  for (i = 0; i < s->n; ++i) {
+    read_state (s, rets[i], &st);
+    if (st.view) {
+      disk_fail (&s->disks[i], "a backup view \"%s\" is open on it: "
+                 "another backup is running (a view lasts as long as the "
+                 "backup that began it)", st.view);
+      goto out;
+    }
+    s->disks[i].leftover = st.has_new;
+    with_new += st.has_new;
+    without_base += s->incremental && !st.has_base;
+  }
+  if (without_base) {
+    for (i = 0; i < s->n; ++i) {
+      read_state (s, rets[i], &st);
+      if (!st.has_base)
+        disk_fail (&s->disks[i], "it has no bitmap %s: an incremental "
+                   "backup needs it on every disk (a full backup, "
+                   "without --incremental, starts a new chain)",
+                   s->incremental);
+    }
+    goto out;
+  }
+  if (with_new == s->n) {
+    set_fail (s, "bitmap %s exists on every disk: a backup to %s was "
+              "taken already, or one was killed after its cut.  If no "
+              "backup of this set is meant to start from %s, remove it "
+              "and run again:", s->checkpoint, s->checkpoint,
+              s->checkpoint);
+    for (i = 0; i < s->n; ++i)
+      disk_fail (&s->disks[i], "to remove it: %s bitmap --remove "
+                 "--control %s %s", prog, s->disks[i].control,
+                 s->checkpoint);
+    goto out;
+  }
+  if (with_new) {
+    /* A complete backup leaves NEW on every disk: on some only, it is
+     * what an incomplete one left.  B (or, for a full backup, nothing)
+     * still covers every change, so removing it loses nothing.
+     */
+    if (servers_call (s, "transaction", remove_new, is_leftover,
+                      control_deadline (), true, NULL) == -1)
+      goto out;
+    for (i = 0; i < s->n; ++i)
+      if (s->disks[i].leftover)
+        fprintf (stderr, "%s: backup: disk %s: removed checkpoint %s "
+                 "left by an incomplete backup\n", prog,
+                 s->disks[i].name, s->checkpoint);
+  }
+  r = 0;
+
+ out:
+  put_all (s, rets);
+  return r;
+}
+
+static json_object *
+begin_args (const struct set *s, const struct disk *d)
+{
+  json_object *args = json_object_new_object ();
+
+  json_object_object_add (args, "name", json_object_new_string (s->view));
+  if (s->incremental)
+    json_object_object_add (args, "bitmap",
+                            json_object_new_string (s->incremental));
+  json_object_object_add (args, "checkpoint",
+                          json_object_new_string (s->checkpoint));
+  if (d->scratch)
+    json_object_object_add (args, "scratch",
+                            json_object_new_string (d->scratch));
+  json_object_object_add (args, "end-on-disconnect",
+                          json_object_new_boolean (true));
+  return args;
+}
+
+static json_object *
+end_args (const struct set *s, const struct disk *d)
+{
+  json_object *args = json_object_new_object ();
+
+  (void) d;
+  json_object_object_add (args, "name", json_object_new_string (s->view));
+  return args;
+}
+
+/* One step of the cut on every disk that want says (wake: a signal
+ * ends it); each disk that answered gets its flag (paused, begun) set
+ * to to.
+ */
+static int
+step (struct set *s, const char *command, args_fn args,
+      bool (*want) (const struct disk *d), double deadline, bool wake,
+      bool *(*flag) (struct disk *d), bool to)
+{
+  json_object **rets = calloc (s->n, sizeof *rets);
+  size_t i;
+  int r;
+
+  if (rets == NULL) {
+    set_fail (s, "out of memory");
+    return -1;
+  }
+  r = servers_call (s, command, args, want, deadline, wake, rets);
+  for (i = 0; i < s->n; ++i)
+    if (rets[i])
+      *flag (&s->disks[i]) = to;
+  put_all (s, rets);
+  return r;
+}
+
+static bool *paused_flag (struct disk *d) { return &d->paused; }
+static bool *begun_flag (struct disk *d) { return &d->begun; }
+
+static void
+mark_added (struct set *s)
+{
+  size_t i;
+
+  for (i = 0; i < s->n; ++i)
+    s->disks[i].added = true;
+}
+
+/* Each disk's size and NEW's granularity, for the manifest. */
+static void
+read_sizes (struct set *s)
+{
+  json_object **rets = calloc (s->n, sizeof *rets);
+  struct state st;
+  size_t i;
+
+  if (rets == NULL)
+    return;
+  servers_call (s, "query", NULL, NULL, control_deadline (), false, rets);
+  for (i = 0; i < s->n; ++i)
+    if (rets[i]) {
+      read_state (s, rets[i], &st);
+      s->disks[i].size = st.size;
+      s->disks[i].granularity = st.granularity;
+    }
+  put_all (s, rets);
+}
+
+int
+cut_make (struct set *s)
+{
+  double deadline;
+  int r;
+
+  if (s->freeze != FREEZE_NONE && freeze_guest (s) == -1)
+    return -1;
+  if (copy_interrupted ()) {
+    s->interrupted = true;
+    return -1;
+  }
+  s->cut_start = backup_now ();
+  s->cut_wall = backup_wall_now ();
+  s->cut_made = true;
+  deadline = s->cut_start + s->cut_timeout;
+  r = step (s, "pause", NULL, NULL, deadline, true, paused_flag, true);
+  if (r == 0) {
+    /* From the request on, NEW may exist: the undo looks for it. */
+    mark_added (s);
+    r = step (s, "backup-begin", begin_args, NULL, deadline, true,
+              begun_flag, true);
+  }
+  /* Resumed even after a failure: the guest's writes wait until then. */
+  if (step (s, "resume", NULL, is_paused, deadline, false, paused_flag,
+            false) == -1)
+    r = -1;
+  s->cut_ms = (backup_now () - s->cut_start) * 1000;
+  if (r == -1 && backup_now () >= deadline)
+    set_fail (s, "the cut took longer than --cut-timeout (%g seconds): "
+              "every server was resumed", s->cut_timeout);
+  if (thaw_guest (s) == -1)
+    r = -1;
+  if (r == 0)
+    read_sizes (s);
+  return r;
+}
+
+int
+cut_views_ok (struct set *s)
+{
+  json_object **rets = calloc (s->n, sizeof *rets);
+  json_object *b, *f;
+  size_t i;
+  int r;
+
+  if (rets == NULL) {
+    set_fail (s, "out of memory");
+    return -1;
+  }
+  r = servers_call (s, "query", NULL, is_begun, control_deadline (), false,
+                    rets);
+  for (i = 0; i < s->n; ++i)
+    if (rets[i] && json_object_object_get_ex (rets[i], "backup", &b) && b &&
+        json_object_object_get_ex (b, "failed", &f) &&
+        json_object_get_boolean (f)) {
+      disk_fail (&s->disks[i], "the view broke while it was copied (the "
+                 "server's scratch store failed): the copy is not the "
+                 "disk at one point in time");
+      r = -1;
+    }
+  put_all (s, rets);
+  return r;
+}
+
+int
+cut_end (struct set *s)
+{
+  size_t i;
+
+  if (step (s, "backup-end", end_args, is_begun, control_deadline (),
+            false, begun_flag, false) == -1)
+    return -1;
+  /* The backup is complete: from here on, NEW is meant to stay. */
+  for (i = 0; i < s->n; ++i)
+    s->disks[i].added = false;
+  if (s->remove_incremental &&
+      servers_call (s, "transaction", remove_base, NULL, control_deadline (),
+                    false, NULL) == -1)
+    for (i = 0; i < s->n; ++i) {
+      struct disk *d = &s->disks[i];
+      if (d->error == NULL)
+        continue;
+      fprintf (stderr, "%s: backup: disk %s: %s\n"
+               "%s: backup: the backup is complete; remove bitmap %s "
+               "yourself: %s bitmap --remove --control %s %s\n",
+               prog, d->name, d->error, prog, s->incremental, prog,
+               d->control, s->incremental);
+      free (d->error);
+      d->error = NULL;
+    }
+  return 0;
+}
+
+/* Remove NEW from d, on a new connection if its own is out of step
+ * (the server then ends the view by itself; NEW is left to remove).
+ */
+static void
+undo_new (struct set *s, struct disk *d)
+{
+  json_object *ret = NULL;
+  struct state st;
+  char *error = NULL;
+  int fd = d->fd;
+
+  if (fd == -1 && (fd = control_connect (d->control)) == -1)
+    goto fail;
+  if (control_call_on (fd, d->control, control_request ("query", NULL),
+                       &ret, &error) != 0)
+    goto fail;
+  read_state (s, ret, &st);
+  json_object_put (ret);
+  ret = NULL;
+  if (st.has_new &&
+      control_call_on (fd, d->control,
+                       control_request ("transaction",
+                                        remove_args (s->checkpoint)),
+                       &ret, &error) != 0)
+    goto fail;
+  json_object_put (ret);
+  d->added = false;
+  if (fd != d->fd)
+    close (fd);
+  return;
+
+ fail:
+  fprintf (stderr, "%s: backup: disk %s: could not remove checkpoint %s%s%s"
+           ": the next backup removes it, or: %s bitmap --remove "
+           "--control %s %s\n", prog, d->name, s->checkpoint,
+           error ? ": " : "", error ? error : "", prog, d->control,
+           s->checkpoint);
+  free (error);
+  if (fd >= 0 && fd != d->fd)
+    close (fd);
+}
+
+void
+cut_undo (struct set *s)
+{
+  const double deadline = backup_now () + BACKUP_UNDO_SECONDS;
+  size_t i;
+
+  /* The guest first: its writes wait while a server is paused. */
+  step (s, "resume", NULL, is_paused, deadline, false, paused_flag, false);
+  thaw_guest (s);
+  step (s, "backup-end", end_args, is_begun, deadline, false, begun_flag,
+        false);
+  for (i = 0; i < s->n; ++i)
+    if (s->disks[i].added)
+      undo_new (s, &s->disks[i]);
+}

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* backup/freeze.c: the guest quiesced around the cut: its file
+ * systems frozen by qemu-guest-agent (--guest-agent), or by commands
+ * of the user's (--freeze-command, --thaw-command, run with sh -c).
+ *
+ * Once a freeze was attempted, a thaw is owed, whatever happens after
+ * (a failure, a timeout, SIGINT or SIGTERM): thaw_guest runs it, and
+ * running it twice is harmless (a thaw of a thawed guest does
+ * nothing).  Each is bounded by --freeze-timeout.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "dirtybitmap.h"
+#include "internal.h"
+
+/* Run command with sh -c in a process group of its own, its standard
+ * output on our standard error (ours carries the summary), until it
+ * exits or deadline passes (or a signal comes, with wake): then it is
+ * killed.  0 if it exited with status 0, -1 with *error.
+ */
+static int
+run_command (const char *what, const char *command, double deadline,
+             bool wake, char **error)
+{
+  struct pollfd p[2];
+  pid_t pid;
+  int pidfd, status, ms, r;
+
+  pid = fork ();
+  if (pid == -1)
+    goto errno_out;
+  if (pid == 0) {
+    setpgid (0, 0);
+    dup2 (STDERR_FILENO, STDOUT_FILENO);
+    signal (SIGPIPE, SIG_DFL);
+    execl ("/bin/sh", "sh", "-c", command, (char *) NULL);
+    _exit (127);
+  }
+  setpgid (pid, pid);
+  pidfd = syscall (SYS_pidfd_open, pid, 0);
+  if (pidfd == -1) {
+    kill (-pid, SIGKILL);
+    waitpid (pid, NULL, 0);
+    goto errno_out;
+  }
+  p[0] = (struct pollfd) { .fd = pidfd, .events = POLLIN };
+  p[1] = (struct pollfd) { .fd = wake ? copy_interrupt_fd () : -1,
+                           .events = POLLIN };
+  for (;;) {
+    ms = (deadline - backup_now ()) * 1000;
+    if (ms <= 0) {
+      r = asprintf (error, "%s did not end within --freeze-timeout: "
+                    "killed", what);
+      break;
+    }
+    r = poll (p, 2, ms);
+    if (r > 0 && (p[1].revents & POLLIN)) {
+      r = asprintf (error, "%s interrupted: killed", what);
+      break;
+    }
+    if (r > 0) {
+      close (pidfd);
+      if (waitpid (pid, &status, 0) == -1)
+        goto errno_out;
+      if (WIFEXITED (status) && WEXITSTATUS (status) == 0)
+        return 0;
+      if (WIFEXITED (status))
+        r = asprintf (error, "%s failed: exit status %d", what,
+                      WEXITSTATUS (status));
+      else
+        r = asprintf (error, "%s failed: killed by signal %d", what,
+                      WTERMSIG (status));
+      if (r == -1)
+        *error = NULL;
+      return -1;
+    }
+  }
+  if (r == -1)
+    *error = NULL;
+  kill (-pid, SIGKILL);
+  waitpid (pid, NULL, 0);
+  close (pidfd);
+  return -1;
+
+ errno_out:
+  if (asprintf (error, "%s: %s", what, strerror (errno)) == -1)
+    *error = NULL;
+  return -1;
+}
+
+static int
+agent_freeze (struct set *s, double deadline, char **error)
+{
+  json_object *ret;
+  char *e = NULL;
+
+  if (agent_connect (s->agent, deadline, true, &s->agent_fd, &e) == -1) {
+    if (asprintf (error, "--guest-agent %s: %s", s->agent, e) == -1)
+      *error = NULL;
+    free (e);
+    return -1;
+  }
+  s->freeze_sent = true;
+  if (agent_execute (s->agent_fd, "guest-fsfreeze-freeze", deadline, true,
+                     &ret, &e) == -1) {
+    if (asprintf (error, "--guest-agent %s: guest-fsfreeze-freeze: %s",
+                  s->agent, e) == -1)
+      *error = NULL;
+    free (e);
+    /* Out of step: the thaw starts a new connection. */
+    close (s->agent_fd);
+    s->agent_fd = -1;
+    return -1;
+  }
+  json_object_put (ret);
+  return 0;
+}
+
+static int
+agent_thaw (struct set *s, double deadline, char **error)
+{
+  json_object *ret;
+  char *e = NULL;
+
+  if (s->agent_fd == -1 &&
+      agent_connect (s->agent, deadline, false, &s->agent_fd, &e) == -1)
+    goto fail;
+  if (agent_execute (s->agent_fd, "guest-fsfreeze-thaw", deadline, false,
+                     &ret, &e) == -1)
+    goto fail;
+  json_object_put (ret);
+  return 0;
+
+ fail:
+  if (asprintf (error, "--guest-agent %s: guest-fsfreeze-thaw: %s",
+                s->agent, e) == -1)
+    *error = NULL;
+  free (e);
+  if (s->agent_fd >= 0) {
+    close (s->agent_fd);
+    s->agent_fd = -1;
+  }
+  return -1;
+}
+
+int
+freeze_guest (struct set *s)
+{
+  const double deadline = backup_now () + s->freeze_timeout;
+  char *error = NULL;
+  int r;
+
+  s->freeze_start = backup_now ();
+  if (s->freeze == FREEZE_AGENT)
+    r = agent_freeze (s, deadline, &error);
+  else {
+    s->freeze_sent = true;
+    r = run_command ("--freeze-command", s->freeze_command, deadline, true,
+                     &error);
+  }
+  if (r == -1) {
+    if (copy_interrupted ())
+      s->interrupted = true;
+    set_fail (s, "the guest could not be frozen: %s",
+              error ? error : strerror (ENOMEM));
+  }
+  free (error);
+  return r;
+}
+
+int
+thaw_guest (struct set *s)
+{
+  const double deadline = backup_now () + s->freeze_timeout;
+  char *error = NULL;
+  int r;
+
+  if (!s->freeze_sent || s->thawed)
+    return 0;
+  if (s->freeze == FREEZE_AGENT)
+    r = agent_thaw (s, deadline, &error);
+  else
+    r = run_command ("--thaw-command", s->thaw_command, deadline, false,
+                     &error);
+  if (r == 0) {
+    s->thawed = true;
+    s->frozen_ms = (backup_now () - s->freeze_start) * 1000;
+  }
+  else {
+    /* Said at once: whatever else failed, this one the user must see. */
+    fprintf (stderr, "%s: backup: THE GUEST MAY STILL BE FROZEN: %s\n",
+             prog, error ? error : strerror (ENOMEM));
+    set_fail (s, "the guest could not be thawed");
+  }
+  free (error);
+  return r;
+}

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* backup/internal.h: what the parts of dirtybitmap backup share.
+ * backup.c (tool/) reads the command line and runs the steps; this
+ * folder holds them:
+ *
+ * backup/set.c       the set and its disks: --disk read, the views'
+ *                    URIs, errors recorded
+ * backup/servers.c   one control connection per disk: a request sent
+ *                    to every server at once, the replies awaited
+ *                    together until a deadline
+ * backup/cut.c       the machine-wide cut and its undo: leftovers of
+ *                    an earlier run, freeze, pause, begin, resume,
+ *                    thaw; end; undo on failure
+ * backup/freeze.c    quiescing the guest: its agent, or commands
+ * backup/agent.c     a qemu-guest-agent client
+ * backup/copies.c    the disks copied in parallel, one thread each
+ * backup/report.c    the summary, and the manifest
+ *
+ * Everything here runs on the main thread but copies.c's threads,
+ * which each own one disk's copy_options and copy_result while they
+ * run.  Errors are values: each step returns -1 after recording what
+ * went wrong in the disk it concerns (disk.error) or in the set
+ * (set.error); backup.c says them.
+ */
+
+#ifndef DIRTYBITMAP_BACKUP_INTERNAL_H
+#define DIRTYBITMAP_BACKUP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <json-c/json.h>
+
+#include "copy/copy.h"
+
+#define BACKUP_DEFAULT_VIEW "backup"
+#define BACKUP_DEFAULT_CUT_TIMEOUT 5.0          /* seconds */
+#define BACKUP_DEFAULT_FREEZE_TIMEOUT 10.0      /* what Windows VSS allows */
+#define BACKUP_UNDO_SECONDS 10                  /* for each undo request */
+
+/* One disk of the set. */
+struct disk {
+  /* From the command line. */
+  char *name;                   /* how messages name it */
+  char *control;                /* the filter's control socket */
+  char *source;                 /* the disk's NBD URI */
+  char *target;
+  char *scratch;                /* absolute, or NULL */
+
+  /* The view's URI (source with the view's export name), and the copy
+   * of the view to target.
+   */
+  char *view_uri;
+  struct copy_options o;
+  struct copy_result r;
+
+  /* What the cut did on the server.  fd is the control connection
+   * kept for the whole run (the view is begun with end-on-disconnect:
+   * it lives as long as this connection), or -1.
+   */
+  int fd;
+  bool broken;                  /* a request on fd went unanswered: the
+                                 * connection is out of step */
+  bool leftover;                /* NEW was there before this run */
+  bool paused;
+  bool begun;                   /* a view is open, NEW added */
+  bool added;                   /* NEW may exist because of this run */
+  uint64_t size;                /* the disk's size at the cut */
+  uint64_t granularity;         /* NEW's granularity */
+  char *error;                  /* the first error, or NULL */
+};
+
+enum freeze_kind { FREEZE_NONE, FREEZE_AGENT, FREEZE_COMMANDS };
+
+/* The whole run. */
+struct set {
+  struct disk *disks;
+  size_t n;
+
+  const char *checkpoint;       /* NEW */
+  const char *incremental;      /* B, or NULL for a full backup */
+  bool remove_incremental;
+  const char *view;             /* the views' export name */
+  double cut_timeout, freeze_timeout;
+
+  enum freeze_kind freeze;
+  const char *agent;            /* --guest-agent SOCKET */
+  const char *freeze_command, *thaw_command;
+  int agent_fd;                 /* -1 when not connected */
+  bool freeze_sent;             /* a thaw is owed */
+  bool thawed;
+
+  /* The cut: when the first pause was sent (monotonic and wall-clock)
+   * and the window up to the last resume answered; the guest frozen
+   * from the freeze sent to the thaw answered.
+   */
+  bool cut_made;
+  double cut_start;
+  double cut_wall;
+  double cut_ms;
+  double freeze_start;
+  double frozen_ms;             /* < 0: not frozen */
+
+  bool interrupted;             /* SIGINT or SIGTERM */
+  char *error;                  /* the first error of the set */
+};
+
+/* Seconds on the monotonic clock, and on the wall clock. */
+extern double backup_now (void);
+extern double backup_wall_now (void);
+
+/* Record an error (the first one is kept). */
+extern void set_fail (struct set *s, const char *fs, ...)
+  __attribute__ ((format (printf, 2, 3)));
+extern void disk_fail (struct disk *d, const char *fs, ...)
+  __attribute__ ((format (printf, 2, 3)));
+
+/* backup/set.c */
+
+/* Parse one --disk value (control=...,source=...,target=...[,name=]
+ * [,scratch=]; ",," is a literal comma) into d.  -1 with a malloced
+ * message in *error.
+ */
+extern int disk_parse (const char *spec, struct disk *d, char **error);
+/* d->view_uri, d->scratch made absolute, d->o from the template. */
+extern int disk_prepare (struct disk *d, const char *view,
+                         const char *default_scratch,
+                         const struct copy_options *template,
+                         char **error);
+extern void disk_free (struct disk *d);
+
+/* backup/servers.c */
+
+/* Connect to every disk's control socket. */
+extern int servers_connect (struct set *s);
+
+/* The arguments of command for disk d, or NULL for none. */
+typedef json_object *(*args_fn) (const struct set *s,
+                                 const struct disk *d);
+
+/* Send command to every disk for which want (may be NULL: all) says
+ * so, at once, then await the replies until deadline (monotonic
+ * seconds; interrupted by a signal when wake).  Each disk's reply
+ * (a new reference, or NULL) goes to rets[i] if rets is not NULL.  A
+ * refusal or a silence is that disk's error; a silence or a broken
+ * connection marks it broken.  0 if every disk asked answered with a
+ * return value.
+ */
+extern int servers_call (struct set *s, const char *command, args_fn args,
+                         bool (*want) (const struct disk *d),
+                         double deadline, bool wake, json_object **rets);
+
+/* backup/cut.c */
+
+/* Before anything changes: B on every disk, no view open, NEW nowhere
+ * (removed where an incomplete run left it on some disks only).
+ */
+extern int cut_check (struct set *s);
+/* freeze, pause all, begin all, resume all, thaw. */
+extern int cut_make (struct set *s);
+/* Whether every view held to the end (none broke). */
+extern int cut_views_ok (struct set *s);
+/* End every view; then with --remove-incremental remove B. */
+extern int cut_end (struct set *s);
+/* After a failure: every server resumed, every view ended, NEW
+ * removed where this run added it, the guest thawed.
+ */
+extern void cut_undo (struct set *s);
+
+/* backup/freeze.c */
+
+extern int freeze_guest (struct set *s);
+/* Once a freeze was sent, thaw (again: it is idempotent) and say how
+ * it went; nothing otherwise.
+ */
+extern int thaw_guest (struct set *s);
+
+/* backup/agent.c: a qemu-guest-agent on a Unix socket.  Every wait
+ * ends at deadline (monotonic seconds) or, with wake, on a signal.
+ * *error says why on -1.
+ */
+extern int agent_connect (const char *path, double deadline, bool wake,
+                          int *fd, char **error);
+extern int agent_execute (int fd, const char *command, double deadline,
+                          bool wake, json_object **ret, char **error);
+
+/* backup/copies.c: every disk's view copied to its target, one thread
+ * per disk; the first failure stops the others.
+ */
+extern int copies_run (struct set *s, bool progress);
+
+/* backup/report.c */
+
+extern void report_summary (FILE *fp, const struct set *s, bool ok,
+                            bool json);
+/* The manifest, atomically (FILE.tmp, then renamed). */
+extern int report_manifest (const struct set *s, bool ok,
+                            const char *path);
+
+#endif /* DIRTYBITMAP_BACKUP_INTERNAL_H */

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* backup/set.c: the set of disks of one backup: a --disk value read
+ * (qemu's key=value,... syntax, ",," for a literal comma), each disk
+ * made ready to copy, and errors recorded as values.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdarg.h>
+#include <string.h>
+#include <errno.h>
+#include <time.h>
+
+#include "internal.h"
+
+double
+backup_now (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double
+backup_wall_now (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_REALTIME, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void
+vset_error (char **errp, const char *fs, va_list args)
+{
+  if (*errp)
+    return;
+  if (vasprintf (errp, fs, args) == -1)
+    *errp = strdup ("out of memory");
+}
+
+void
+set_fail (struct set *s, const char *fs, ...)
+{
+  va_list args;
+
+  va_start (args, fs);
+  vset_error (&s->error, fs, args);
+  va_end (args);
+}
+
+void
+disk_fail (struct disk *d, const char *fs, ...)
+{
+  va_list args;
+
+  va_start (args, fs);
+  vset_error (&d->error, fs, args);
+  va_end (args);
+}
+
+/* The next key or value of spec from *p, up to '=' (key) or ','
+ * (value), with ",," read as ','.  NULL when out of memory.
+ */
+static char *
+next_token (const char **p, char stop)
+{
+  const char *s = *p;
+  char *out = malloc (strlen (s) + 1);
+  size_t n = 0;
+
+  if (out == NULL)
+    return NULL;
+  while (*s) {
+    if (*s == ',' && s[1] == ',') {
+      out[n++] = ',';
+      s += 2;
+      continue;
+    }
+    if (*s == ',' || *s == stop)
+      break;
+    out[n++] = *s++;
+  }
+  out[n] = '\0';
+  *p = s;
+  return out;
+}
+
+int
+disk_parse (const char *spec, struct disk *d, char **error)
+{
+  static const char *const keys[] = {
+    "control", "source", "target", "name", "scratch",
+  };
+  char **fields[] = { &d->control, &d->source, &d->target, &d->name,
+                      &d->scratch };
+  const char *p = spec;
+  size_t i;
+
+  while (*p) {
+    char *key = next_token (&p, '='), *value;
+    if (key == NULL)
+      goto nomem;
+    if (*p != '=') {
+      if (asprintf (error, "--disk %s: \"%s\" is not key=value", spec,
+                    key) == -1)
+        *error = NULL;
+      free (key);
+      return -1;
+    }
+    p++;
+    value = next_token (&p, '\0');
+    if (value == NULL) {
+      free (key);
+      goto nomem;
+    }
+    if (*p == ',')
+      p++;
+    for (i = 0; i < sizeof keys / sizeof keys[0]; ++i)
+      if (strcmp (key, keys[i]) == 0)
+        break;
+    if (i == sizeof keys / sizeof keys[0] || *fields[i] != NULL ||
+        *value == '\0') {
+      if (asprintf (error, "--disk %s: %s \"%s\"", spec,
+                    i == sizeof keys / sizeof keys[0] ? "unknown key"
+                    : *fields[i] ? "repeated key" : "empty value for",
+                    key) == -1)
+        *error = NULL;
+      free (key);
+      free (value);
+      return -1;
+    }
+    *fields[i] = value;
+    free (key);
+  }
+  for (i = 0; i < 3; ++i)
+    if (*fields[i] == NULL) {
+      if (asprintf (error, "--disk %s: %s=... is required", spec,
+                    keys[i]) == -1)
+        *error = NULL;
+      return -1;
+    }
+  if (!is_nbd_uri (d->source)) {
+    if (asprintf (error, "--disk %s: source %s must be an NBD URI "
+                  "(nbd://... or nbd+unix://...)", spec, d->source) == -1)
+      *error = NULL;
+    return -1;
+  }
+  return 0;
+
+ nomem:
+  *error = strdup (strerror (ENOMEM));
+  return -1;
+}
+
+/* uri with its export name replaced by name: nbd+unix:///?socket=S
+ * and export VIEW give nbd+unix:///VIEW?socket=S.
+ */
+static char *
+with_export (const char *uri, const char *name)
+{
+  const char *p = strstr (uri, "://"), *slash, *end;
+  char *out = NULL;
+  size_t i;
+  FILE *fp;
+  size_t len;
+
+  if (p == NULL)
+    return NULL;
+  slash = strchr (p + 3, '/');
+  end = slash ? slash + strcspn (slash, "?#") : uri + strcspn (uri, "?#");
+  fp = open_memstream (&out, &len);
+  if (fp == NULL)
+    return NULL;
+  fwrite (uri, 1, (slash ? slash : end) - uri, fp);
+  fputc ('/', fp);
+  /* Percent-encode all but unreserved characters. */
+  for (i = 0; name[i]; ++i) {
+    unsigned char c = name[i];
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+        (c >= '0' && c <= '9') || strchr ("-._~", c))
+      fputc (c, fp);
+    else
+      fprintf (fp, "%%%02X", c);
+  }
+  fputs (end, fp);
+  fclose (fp);
+  return out;
+}
+
+int
+disk_prepare (struct disk *d, const char *view, const char *default_scratch,
+              const struct copy_options *template, char **error)
+{
+  const char *scratch = d->scratch ? d->scratch : default_scratch;
+  char *abs = NULL;
+
+  /* The server runs in "/": a relative scratch directory is ours. */
+  if (scratch && (abs = realpath (scratch, NULL)) == NULL) {
+    if (asprintf (error, "disk %s: scratch %s: %s", d->name, scratch,
+                  strerror (errno)) == -1)
+      *error = NULL;
+    return -1;
+  }
+  free (d->scratch);
+  d->scratch = abs;
+  d->view_uri = with_export (d->source, view);
+  if (d->view_uri == NULL) {
+    *error = strdup (strerror (ENOMEM));
+    return -1;
+  }
+  d->o = *template;
+  d->o.source = d->view_uri;
+  d->o.target = d->target;
+  return 0;
+}
+
+void
+disk_free (struct disk *d)
+{
+  free (d->name);
+  free (d->control);
+  free (d->source);
+  free (d->target);
+  free (d->scratch);
+  free (d->view_uri);
+  free (d->error);
+  copy_result_free (&d->r);
+}
