@@ -3,7 +3,10 @@
 # (dirtybitmap backup --disk ...) share, sourced after functions.sh.
 # Disk NAME is NAME.img, served by its own nbdkit through the filter
 # on NAME.sock, with its control socket NAME.ctl; nbdkit -v writes to
-# NAME.log, so "dirtybitmap: paused" and "resumed" show there.
+# NAME.log, so "dirtybitmap: paused" and "resumed" show there (unless
+# the test sets disk_verbose= : a debug line per request costs much
+# under a writer that does not stop).
+disk_verbose=-v
 
 moracle="$abs_top_srcdir/tests/machine-oracle.py"
 
@@ -18,7 +21,7 @@ start_disk ()
     shift 2
     [ -e "$name.img" ] || truncate -s "$size" "$name.img"
     rm -f "$name.sock"
-    start_nbdkit_child -P "$PWD/$name.pid" -U "$PWD/$name.sock" -v \
+    start_nbdkit_child -P "$PWD/$name.pid" -U "$PWD/$name.sock" $disk_verbose \
                        --filter="$FILTER" file "$name.img" \
                        control="$PWD/$name.ctl" "$@" 2>> "$name.log"
 }
@@ -120,13 +123,22 @@ incomplete ()
     esac
 }
 
+# backup ARGS...: dirtybitmap backup ARGS, bounded: one that hangs
+# fails the test (status 124) instead of hanging make check.  (A job
+# that the test signals runs "timeout 60 dirtybitmap backup" itself:
+# timeout passes SIGTERM on, and $! is its pid.)
+backup ()
+{
+    timeout 60 dirtybitmap backup "$@"
+}
+
 # backup_fails ERRFILE ARGS...: dirtybitmap backup ARGS must exit 1 and
 # end its stderr (in ERRFILE) with "backup incomplete".
 backup_fails ()
 {
     local err=$1 r=0
     shift
-    dirtybitmap backup "$@" > "$err.out" 2> "$err" || r=$?
+    backup "$@" > "$err.out" 2> "$err" || r=$?
     cat "$err.out" "$err"
     if [ $r -ne 1 ]; then
         echo "$0: dirtybitmap backup exited with status $r, expected 1"

@@ -76,6 +76,7 @@ def write(log, stopfile, chains, blocks, uris):
     hs = []
     for u in uris:
         h = nbd.NBD()
+        h.set_debug(False)      # (make check sets LIBNBD_DEBUG=1)
         h.connect_uri(u)
         hs.append(h)
     versions = [[0] * blocks for _ in range(n)]

@@ -28,19 +28,28 @@ set -x
 requires_dirtybitmap_filter
 requires python3 -c 'import nbd'
 source "$abs_top_srcdir/tests/machine-lib.sh"
+disk_verbose=
 
 blocks=4096                                     # 16 MiB
 disks="a b c"
+# The writer stops before the servers do (hooks run in order).
+writer=
+stop_writer ()
+{
+    touch "$PWD/stop"
+    [ -z "$writer" ] || wait $writer || :
+}
+cleanup_fn stop_writer
 for n in $disks; do
     start_disk $n $((blocks * 4096))
 done
 python3 "$moracle" write w.log stop 6 $blocks $(uri a) $(uri b) $(uri c) &
 writer=$!
-cleanup_fn touch "$PWD/stop"
 # Every disk written to (the writer running, not merely started)
 # before the first backup.
 for (( i = 0; i < 300; ++i )); do
-    [ "$(cut -d' ' -f1 w.log | sort -u | tr -d '\n')" = 012 ] && break
+    [ -e w.log ] && [ "$(cut -d' ' -f1 w.log | sort -u | tr -d '\n')" = 012 ] &&
+        break
     sleep 0.1
 done
 test "$(cut -d' ' -f1 w.log | sort -u | tr -d '\n')" = 012
@@ -98,7 +107,7 @@ EOF
 }
 
 # 1. A full backup of the three disks, while they are written.
-python3 "$moracle" run t1 dirtybitmap backup "${args[@]}" --checkpoint c1 \
+python3 "$moracle" run t1 timeout 60 dirtybitmap backup "${args[@]}" --checkpoint c1 \
         --output=json --manifest m1.json > out1.json
 cat out1.json m1.json
 json_is out1.json c1 -
@@ -106,7 +115,7 @@ manifest_is m1.json c1 -
 for n in $disks; do cp $n.bak $n.1; done
 
 # 2. An incremental into the same targets.
-python3 "$moracle" run t2 dirtybitmap backup "${args[@]}" --incremental c1 \
+python3 "$moracle" run t2 timeout 60 dirtybitmap backup "${args[@]}" --incremental c1 \
         --checkpoint c2 --remove-incremental --output=json \
         --manifest m2.json > out2.json
 cat out2.json m2.json
@@ -146,7 +155,7 @@ test "$(grep -c '^disk [01] (.*): the instants in' naive.out)" -eq 2
 
 # 4. The writers stopped: one more incremental (human summary), and
 # every target equals its disk.
-dirtybitmap backup "${args[@]}" --incremental c2 --checkpoint c3 \
+backup "${args[@]}" --incremental c2 --checkpoint c3 \
             --remove-incremental > out3
 cat out3
 for n in $disks; do
