@@ -215,7 +215,8 @@ DIRTYBITMAP_TEST_PAUSE=freeze DIRTYBITMAP_TEST_PAUSE_DIR="$PWD" \
 agent
 before
 timeout 60 dirtybitmap backup "${args[@]}" --guest-agent "$PWD/qga.sock" \
-            --incremental c2 --checkpoint c3 > term2.out 2> term2.err &
+            --cut-timeout 30 --incremental c2 --checkpoint c3 \
+            > term2.out 2> term2.err &
 job=$!
 timeout 30 cat freeze.reached
 state a | grep '^paused=true '

@@ -114,8 +114,9 @@ bitmaps_are b1 $disks
 write_some a $disks
 states $disks > before
 args
+# (--cut-timeout: the test, not the tool's clock, says when c dies.)
 timeout 60 dirtybitmap backup "${argv[@]}" --incremental b1 --checkpoint b2 \
-            --output=json > a.out 2> a.err &
+            --cut-timeout 30 --output=json > a.out 2> a.err &
 job=$!
 timeout 30 cat freeze.reached
 # The tool has paused every server and begun a's and b's views.

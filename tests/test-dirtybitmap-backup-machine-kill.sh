@@ -192,10 +192,12 @@ for point in "${order[@]}"; do
             extra=(--freeze-command "touch $PWD/frozen; exec cat $PWD/hold.fifo"
                    --thaw-command true) ;;
         cut)
-            # c again with the pause point armed (it pauses once).
+            # c again with the pause point armed (it pauses once); the
+            # test, not the tool's clock, ends the cut.
             kill_nbdkit "$(cat c.pid)"
             DIRTYBITMAP_TEST_PAUSE=freeze DIRTYBITMAP_TEST_PAUSE_DIR="$PWD" \
-                start_disk c 8M ;;
+                start_disk c 8M
+            extra=(--cut-timeout 30) ;;
         thaw)
             extra=(--freeze-command true
                    --thaw-command "touch $PWD/thawing; exec cat $PWD/hold.fifo") ;;
