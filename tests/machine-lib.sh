@@ -48,10 +48,10 @@ state ()
 # states NAME...: state of each, "NAME: ..." per line.
 states ()
 {
-    local n
-    for n in "$@"; do
-        echo "$n: $(state "$n")"
-    done
+    local n ctls=()
+    for n in "$@"; do ctls+=("$PWD/$n.ctl"); done
+    python3 "$moracle" state "${ctls[@]}" |
+        paste -d' ' <(printf '%s:\n' "$@") -
 }
 
 # write_some SEED NAME...: 16 writes of 4K on each disk NAME, at
@@ -79,33 +79,36 @@ EOF2
 # open (the test fails otherwise).
 no_leftovers ()
 {
-    local n s
-    for n in "$@"; do
-        s=$(state "$n")
+    local s
+    states "$@" > leftovers
+    while read -r s; do
         case "$s" in
-            "paused=false view=none "*) ;;
-            *) echo "$0: disk $n: left paused or with a view: $s"
+            *": paused=false view=none "*) ;;
+            *) echo "$0: left paused or with a view: $s"
                exit 1 ;;
         esac
-    done
+    done < leftovers
 }
 
 # bitmaps_are NAMES NAME...: each server has exactly the bitmaps NAMES
 # ("b1 b2", in the server's order), each recording and consistent.
 bitmaps_are ()
 {
-    local want="$1" n got
+    local want="$1" n s got
     shift
     for n in "$@"; do
-        got=$(state "$n" | sed 's/.* bitmaps=//; s/([^)]*)//g')
+        s=$(state "$n")
+        got=$(echo "$s" | sed 's/.* bitmaps=//; s/([^)]*)//g')
         if [ "$got" != "$want" ]; then
             echo "$0: disk $n: bitmaps '$got', expected '$want'"
             exit 1
         fi
-        if state "$n" | grep -E 'disabled|inconsistent'; then
-            echo "$0: disk $n: a bitmap is not recording, or inconsistent"
-            exit 1
-        fi
+        case "$s" in
+            *disabled*|*inconsistent*)
+                echo "$0: disk $n: a bitmap is not recording, or" \
+                     "inconsistent: $s"
+                exit 1 ;;
+        esac
     done
 }
 
@@ -183,16 +186,17 @@ target_writes ()
 
 # wait_target_busy LOG: wait (up to 30 s) until the slow target holds
 # a write (it has arrived, it is not done): the copy is under way, and
-# the backup waits for the target.
+# the backup waits for the target.  (Both counts from one read of the
+# log: read apart, the second catches up with the first.)
 wait_target_busy ()
 {
-    local i started done
+    local i log
     for (( i = 0; i < 3000; ++i )); do
-        started=$(grep -c ' Write id=' "$1" 2>/dev/null || :)
-        done=$(target_writes "$1")
-        [ "$started" -gt "$done" ] && return 0
+        log=$(cat "$1" 2>/dev/null || :)
+        [ "$(grep -c ' Write id=' <<< "$log")" -gt \
+          "$(grep -c '\.\.\.Write .* return=0' <<< "$log")" ] && return 0
         sleep 0.01
     done
-    echo "$0: the slow target $1 got no write in 30 s"
+    echo "$0: the slow target $1 held no write in 30 s"
     exit 1
 }

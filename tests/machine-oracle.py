@@ -42,8 +42,8 @@
 #       their rounding).  Also, something must have been tested: on
 #       every disk a write must have started and completed during the
 #       run.  Prints the intervals, relative to the run's start.
-#   machine-oracle.py state CTL
-#       One line: whether the server is paused, its view, its bitmaps
+#   machine-oracle.py state CTL...
+#       A line per server: whether it is paused, its view, its bitmaps
 #       (name, recording, consistent, dirty bytes), for comparing.
 import datetime
 import importlib.util
@@ -306,7 +306,9 @@ def check(times, writelog, targets, manifest):
 
 
 def state(ctl):
-    r = Control(ctl).call("query")
+    c = Control(ctl)
+    r = c.call("query")
+    c.s.close()
     view = r["backup"] and r["backup"]["name"]
     bitmaps = " ".join("%s(%s,%s,%d)" % (
         b["name"], "recording" if b["recording"] else "disabled",
@@ -333,6 +335,7 @@ if __name__ == "__main__":
             args = args[2:]
         check(args[0], args[1], args[2:], manifest)
     elif cmd == "state":
-        state(sys.argv[2])
+        for ctl in sys.argv[2:]:
+            state(ctl)
     else:
         fail("unknown command " + cmd)

@@ -86,16 +86,13 @@ wait_file ()
 # view: the servers end what a dead control client began.
 servers_clean ()
 {
-    local i n ok
+    local i
     for (( i = 0; i < 100; ++i )); do
-        ok=1
-        for n in $disks; do
-            state $n | grep -q "^paused=false view=none " || ok=
-        done
-        [ -n "$ok" ] && return 0
+        states $disks > clean
+        [ "$(grep -c ': paused=false view=none ' clean)" -eq 3 ] && return 0
         sleep 0.1
     done
-    states $disks
+    cat clean
     echo "$0: a server is still paused, or has a view, 10 s after the" \
          "backup was killed"
     exit 1
@@ -104,13 +101,12 @@ servers_clean ()
 # on_every_disk BITMAP: BITMAP is on every disk.
 on_every_disk ()
 {
-    local n
-    for n in $disks; do
-        if ! state $n | grep -q " bitmaps=\(.* \)\?$1("; then
-            echo "$0: bitmap $1 is not on disk $n"
-            exit 1
-        fi
-    done
+    states $disks > every
+    if [ "$(grep -c " bitmaps=\(.* \)\?$1(" every)" -ne 3 ]; then
+        cat every
+        echo "$0: bitmap $1 is not on every disk"
+        exit 1
+    fi
 }
 
 # remedy ERRFILE NEW: the commands the refusal in ERRFILE says to run,
@@ -202,7 +198,7 @@ for point in "${order[@]}"; do
             extra=(--freeze-command true
                    --thaw-command "touch $PWD/thawing; exec cat $PWD/hold.fifo") ;;
         copy)
-            for n in $disks; do slow_target $n $n.bak; done
+            for n in $disks; do slow_target $n $n.bak 300ms; done
             args slow
             extra=(--requests 1 --connections 1) ;;
     esac
@@ -219,9 +215,9 @@ for point in "${order[@]}"; do
             state a | grep "^paused=true " ;;
         thaw)
             wait_file thawing
-            for n in $disks; do
-                state $n | grep "^paused=false view=backup .* $new("
-            done ;;
+            states $disks > thaw.states
+            cat thaw.states
+            test "$(grep -c ": paused=false view=backup .* $new(" thaw.states)" -eq 3 ;;
         copy)
             wait_target_busy a.tlog ;;
     esac
