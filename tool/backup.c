@@ -43,7 +43,8 @@ backup_usage (int status)
 "Options: --checkpoint NEW [--incremental BITMAP] [--remove-incremental]\n"
 "         [--guest-agent SOCKET | --freeze-command CMD --thaw-command CMD]\n"
 "         [--freeze-timeout SECONDS] [--cut-timeout SECONDS]\n"
-"         [--manifest FILE] [--name VIEW] [--scratch DIR] [-p]\n"
+"         [--manifest FILE] [--sums-dir DIR] [--name VIEW]\n"
+"         [--scratch DIR] [-p]\n"
 "         [--output=human|json] [--requests N] [--connections N]\n"
 "         [--request-size SIZE]\n"
 "\n"
@@ -72,6 +73,8 @@ backup_usage (int status)
 "  --freeze-timeout S    longest freeze, and thaw (default %g)\n"
 "  --cut-timeout S       longest the disks may be paused (default %g)\n"
 "  --manifest FILE       write the record of the set, as JSON\n"
+"  --sums-dir DIR        where the checksums of each backup are kept\n"
+"                        (default: beside each target)\n"
 "  --name VIEW           the views' export name (default " BACKUP_DEFAULT_VIEW ")\n"
 "  --scratch DIR         where the servers keep what the views need\n"
 "  -p, --output, --requests, --connections, --request-size\n"
@@ -140,6 +143,7 @@ add_disk (struct set *s, const char *spec)
     free (error);
     return EXIT_FAILURE;
   }
+  d->named = d->name != NULL;
   if (d->name == NULL &&
       asprintf (&d->name, "disk%zu", s->n - 1) == -1) {
     d->name = NULL;
@@ -198,7 +202,7 @@ parse_backup (int argc, char *argv[], struct set *s, struct options *opts)
   enum { CONTROL = 256, INCREMENTAL, CHECKPOINT, REMOVE, NAME, SCRATCH,
          OUTPUT, REQUESTS, CONNECTIONS, REQUEST_SIZE, DISK, AGENT,
          FREEZE_COMMAND, THAW_COMMAND, FREEZE_TIMEOUT, CUT_TIMEOUT,
-         MANIFEST };
+         MANIFEST, SUMS_DIR };
   static const struct option long_options[] = {
     { "help", no_argument, NULL, 'h' },
     { "control", required_argument, NULL, CONTROL },
@@ -212,6 +216,7 @@ parse_backup (int argc, char *argv[], struct set *s, struct options *opts)
     { "freeze-timeout", required_argument, NULL, FREEZE_TIMEOUT },
     { "cut-timeout", required_argument, NULL, CUT_TIMEOUT },
     { "manifest", required_argument, NULL, MANIFEST },
+    { "sums-dir", required_argument, NULL, SUMS_DIR },
     { "name", required_argument, NULL, NAME },
     { "scratch", required_argument, NULL, SCRATCH },
     { "progress", no_argument, NULL, 'p' },
@@ -250,6 +255,7 @@ parse_backup (int argc, char *argv[], struct set *s, struct options *opts)
         return EXIT_FAILURE;
       break;
     case MANIFEST: opts->manifest = optarg; break;
+    case SUMS_DIR: s->sums_dir = optarg; break;
     case NAME: s->view = optarg; break;
     case SCRATCH: opts->scratch = optarg; break;
     case OUTPUT:
@@ -346,6 +352,17 @@ say_failure (const struct set *s)
              s->incremental ? s->incremental : "scratch (a full backup)");
 }
 
+static int
+prepare_checksums (struct set *s)
+{
+  size_t i;
+
+  for (i = 0; i < s->n; ++i)
+    if (checksums_prepare (s, &s->disks[i]) == -1)
+      return -1;
+  return 0;
+}
+
 int
 do_backup (int argc, char *argv[])
 {
@@ -383,11 +400,14 @@ do_backup (int argc, char *argv[])
   caught = true;
 
   if (servers_connect (&s) == 0 && cut_check (&s) == 0 &&
-      cut_make (&s) == 0 && copies_run (&s, opts.o.progress) == 0 &&
-      cut_views_ok (&s) == 0 && cut_end (&s) == 0)
+      cut_make (&s) == 0 && prepare_checksums (&s) == 0 &&
+      copies_run (&s, opts.o.progress) == 0 && cut_views_ok (&s) == 0 &&
+      checksums_write (&s) == 0 && cut_end (&s) == 0)
     ok = true;
-  else
+  else {
+    checksums_undo (&s);
     cut_undo (&s);
+  }
   copy_signals_release ();
   caught = false;
 
@@ -404,6 +424,7 @@ do_backup (int argc, char *argv[])
   for (i = 0; i < s.n; ++i) {
     if (s.disks[i].fd >= 0)
       close (s.disks[i].fd);
+    checksums_free (&s.disks[i]);
     disk_free (&s.disks[i]);
   }
   free (s.disks);

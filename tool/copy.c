@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
+#include <inttypes.h>
 #include <string.h>
 #include <errno.h>
 #include <getopt.h>
@@ -17,6 +18,7 @@
 #include "dirtybitmap.h"
 #include "msg.h"
 #include "copy/copy.h"
+#include "sums.h"
 #include "util.h"
 
 static void __attribute__ ((noreturn))
@@ -25,7 +27,8 @@ copy_usage (int status)
   fprintf (status ? stderr : stdout,
 "Usage: %s copy [-p|--progress] [--output=human|json] [--requests N]\n"
 "                    [--connections N] [--request-size SIZE] [--full]\n"
-"                    [--trim-source] SOURCE_URI TARGET\n"
+"                    [--trim-source] [--sums FILE [--base-sums FILE]]\n"
+"                    SOURCE_URI TARGET\n"
 "\n"
 "Copy the dirty ranges of SOURCE_URI, an NBD export served through\n"
 "nbdkit-dirtybitmap-filter, to TARGET (a file, a block device or an NBD\n"
@@ -48,6 +51,9 @@ copy_usage (int status)
 "                        only once the copy is complete\n"
 "  --trim-source         trim each range on the source once it is on\n"
 "                        the target (to release a backup view's space)\n"
+"  --sums FILE           write the checksums of the target's image to\n"
+"                        FILE (with --full, or updating --base-sums)\n"
+"  --base-sums FILE      the checksums of the previous copy\n"
 "\n"
 "SIGINT or SIGTERM stops the copy: exit status 1, and a new file is\n"
 "not created.\n"
@@ -75,11 +81,45 @@ parse_count (const char *opt, const char *s, unsigned max, unsigned *out)
   return 0;
 }
 
+/* The checksums a copy of source will leave: the set of base (for the
+ * same disk, updated by the copy), or a new one.  NULL (said) on
+ * failure.
+ */
+static struct sums *
+new_sums (const char *source, const char *base)
+{
+  struct sums *old = NULL, *s;
+  char *error = NULL;
+  int64_t size;
+
+  if ((size = copy_export_size (source, &error)) == -1 ||
+      (base && sums_read (base, &old, &error) == -1)) {
+    bm_error ("copy: %s", error ? error : strerror (ENOMEM));
+    free (error);
+    return NULL;
+  }
+  if (old && old->disk_size != (uint64_t) size) {
+    bm_error ("copy: --base-sums %s: the checksums of a disk of %" PRIu64
+              " bytes, but %s is %" PRIi64 " bytes", base, old->disk_size,
+              source, size);
+    sums_free (old);
+    return NULL;
+  }
+  s = sums_new (size, old ? old->chunk : SUMS_MIN_CHUNK,
+                old ? old->checkpoint : "", source);
+  if (s && old)
+    sums_copy_digests (s, old);
+  if (s == NULL)
+    bm_error ("copy: %s", strerror (ENOMEM));
+  sums_free (old);
+  return s;
+}
+
 int
 do_copy (int argc, char *argv[])
 {
   enum { REQUESTS = 256, CONNECTIONS, REQUEST_SIZE, FULL, OUTPUT,
-         TRIM_SOURCE };
+         TRIM_SOURCE, SUMS, BASE_SUMS };
   static const struct option long_options[] = {
     { "help", no_argument, NULL, 'h' },
     { "progress", no_argument, NULL, 'p' },
@@ -89,10 +129,15 @@ do_copy (int argc, char *argv[])
     { "request-size", required_argument, NULL, REQUEST_SIZE },
     { "full", no_argument, NULL, FULL },
     { "trim-source", no_argument, NULL, TRIM_SOURCE },
+    { "sums", required_argument, NULL, SUMS },
+    { "base-sums", required_argument, NULL, BASE_SUMS },
     { NULL }
   };
   struct copy_options o = { .requests = COPY_DEFAULT_REQUESTS };
   struct copy_result r;
+  struct copy_sums cs;
+  struct sums *sums = NULL;
+  const char *sums_path = NULL, *base_path = NULL;
   int opt, json = 0, status;
   int64_t v;
 
@@ -102,6 +147,8 @@ do_copy (int argc, char *argv[])
     case 'p': o.progress = true; break;
     case FULL: o.full = true; break;
     case TRIM_SOURCE: o.trim_source = true; break;
+    case SUMS: sums_path = optarg; break;
+    case BASE_SUMS: base_path = optarg; break;
     case OUTPUT:
       if ((json = parse_output ("copy ", optarg)) == -1)
         return EXIT_FAILURE;
@@ -137,7 +184,31 @@ do_copy (int argc, char *argv[])
     return bad_usage ("copy ", "%s: SOURCE_URI must be an NBD URI "
                       "(nbd://... or nbd+unix://...)", o.source);
 
+  if (base_path && !sums_path)
+    return bad_usage ("copy ", "--base-sums needs --sums");
+  if (sums_path && !o.full && !base_path)
+    return bad_usage ("copy ", "--sums: an incremental copy updates the "
+                      "checksums of the previous one (--base-sums FILE); "
+                      "or copy everything (--full)");
+  if (sums_path) {
+    if ((sums = new_sums (o.source, base_path)) == NULL)
+      return EXIT_FAILURE;
+    cs = (struct copy_sums) { .chunk = sums->chunk, .n = sums->n,
+                              .digests = sums->digests };
+    o.sums = &cs;
+  }
+
   status = copy_run (&o, &r) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  if (status == EXIT_SUCCESS && sums) {
+    char *error;
+    if (sums_write (sums_path, sums, &error) == -1) {
+      bm_error ("copy: the copy is complete, but its checksums could not "
+                "be written: %s", error ? error : strerror (ENOMEM));
+      free (error);
+      status = EXIT_FAILURE;
+    }
+  }
+  sums_free (sums);
   copy_print_failure (&o, &r);
   copy_print_summary (stdout, &o, &r, json);
   copy_result_free (&r);

@@ -131,6 +131,9 @@ usage (int status)
 "  %s backup --control SOCKET [--incremental BITMAP] --checkpoint NEW\n"
 "            [--remove-incremental] [-p] [--output=human|json]\n"
 "            SOURCE_URI TARGET\n"
+"  %s backup --disk control=SOCKET,source=URI,target=TARGET...\n"
+"            [OPTIONS]\n"
+"  %s verify [-p] [--output=human|json] IMAGE_OR_URI SUMS\n"
 "  %s resize [--shrink] [--disk DISKFILE] FILE [+|-]SIZE\n"
 "\n"
 "Options:\n"
@@ -147,7 +150,7 @@ usage (int status)
 "\n"
 "'%s SUBCOMMAND --help' describes a subcommand; see dirtybitmap(1).\n",
            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
-           prog, prog, prog, prog, prog, prog);
+           prog, prog, prog, prog, prog, prog, prog, prog);
   exit (status);
 }
 
@@ -160,7 +163,7 @@ main (int argc, char *argv[])
   } subs[] = {
     { "info", do_info }, { "bitmap", do_bitmap }, { "map", do_map },
     { "check", do_check }, { "copy", do_copy }, { "backup", do_backup },
-    { "resize", do_resize },
+    { "resize", do_resize }, { "verify", do_verify },
   };
   size_t i;
 

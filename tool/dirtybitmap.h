@@ -25,6 +25,7 @@ extern int do_check (int argc, char *argv[]);
 extern int do_copy (int argc, char *argv[]);
 extern int do_backup (int argc, char *argv[]);
 extern int do_resize (int argc, char *argv[]);
+extern int do_verify (int argc, char *argv[]);
 
 /* The disk file that the bitmap file FILE describes: GIVEN (--disk)
  * if set, else FILE without ".bitmaps" if that is a regular file, else

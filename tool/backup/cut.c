@@ -29,7 +29,7 @@
 
 /* What query says of one disk. */
 struct state {
-  bool has_new, has_base;
+  bool has_new, has_base, base_consistent;
   const char *view;             /* the open view's name, or NULL */
   uint64_t size, granularity;
 };
@@ -59,8 +59,12 @@ read_state (const struct set *s, json_object *q, struct state *st)
       if (json_object_object_get_ex (b, "granularity", &v))
         st->granularity = json_object_get_uint64 (v);
     }
-    if (s->incremental && strcmp (name, s->incremental) == 0)
+    if (s->incremental && strcmp (name, s->incremental) == 0) {
       st->has_base = true;
+      st->base_consistent =
+        json_object_object_get_ex (b, "consistent", &v) &&
+        json_object_get_boolean (v);
+    }
   }
 }
 
@@ -126,7 +130,7 @@ cut_check (struct set *s)
 {
   json_object **rets = calloc (s->n, sizeof *rets);
   struct state st;
-  size_t i, with_new = 0, without_base = 0;
+  size_t i, with_new = 0, without_base = 0, without_sums = 0;
   int r = -1;
 
   if (rets == NULL) {
@@ -144,19 +148,25 @@ cut_check (struct set *s)
       goto out;
     }
     s->disks[i].leftover = st.has_new;
+    s->disks[i].size_before = st.size;
     with_new += st.has_new;
     without_base += s->incremental && !st.has_base;
   }
-  if (without_base) {
-    for (i = 0; i < s->n; ++i) {
-      read_state (s, rets[i], &st);
-      if (!st.has_base)
-        disk_fail (&s->disks[i], "it has no bitmap %s: an incremental "
-                   "backup needs it on every disk (a full backup, "
-                   "without --incremental, starts a new chain)",
-                   s->incremental);
-    }
+  for (i = 0; i < s->n; ++i) {
+    checksums_find (s, &s->disks[i]);
+    without_sums += s->disks[i].prev == NULL;
+  }
+  if (s->incremental && without_base == s->n && without_sums == s->n) {
+    /* Most likely a wrong name: nothing to build on anywhere. */
+    set_fail (s, "bitmap %s is on no disk, and no disk has the checksums "
+              "of a backup at %s: an incremental backup needs one or the "
+              "other (a full backup, without --incremental, starts a new "
+              "chain)", s->incremental, s->incremental);
     goto out;
+  }
+  for (i = 0; i < s->n; ++i) {
+    read_state (s, rets[i], &st);
+    checksums_plan (s, &s->disks[i], st.has_base, st.base_consistent);
   }
   if (with_new == s->n) {
     set_fail (s, "bitmap %s exists on every disk: a backup to %s was "
@@ -197,7 +207,7 @@ begin_args (const struct set *s, const struct disk *d)
   json_object *args = json_object_new_object ();
 
   json_object_object_add (args, "name", json_object_new_string (s->view));
-  if (s->incremental)
+  if (d->mode == MODE_INCREMENTAL)
     json_object_object_add (args, "bitmap",
                             json_object_new_string (s->incremental));
   json_object_object_add (args, "checkpoint",

@@ -13,6 +13,8 @@
  *                    thaw; end; undo on failure
  * backup/freeze.c    quiescing the guest: its agent, or commands
  * backup/agent.c     a qemu-guest-agent client
+ * backup/checksums.c the checksums of each disk's backup, and how each
+ *                    disk is copied (full, incremental, resync)
  * backup/copies.c    the disks copied in parallel, one thread each
  * backup/report.c    the summary, and the manifest
  *
@@ -39,10 +41,15 @@
 #define BACKUP_DEFAULT_FREEZE_TIMEOUT 10.0      /* what Windows VSS allows */
 #define BACKUP_UNDO_SECONDS 10                  /* for each undo request */
 
+enum copy_mode { MODE_FULL, MODE_INCREMENTAL, MODE_RESYNC };
+
+struct sums;
+
 /* One disk of the set. */
 struct disk {
   /* From the command line. */
   char *name;                   /* how messages name it */
+  bool named;                   /* name= was given */
   char *control;                /* the filter's control socket */
   char *source;                 /* the disk's NBD URI */
   char *target;
@@ -68,7 +75,18 @@ struct disk {
   bool added;                   /* NEW may exist because of this run */
   uint64_t size;                /* the disk's size at the cut */
   uint64_t granularity;         /* NEW's granularity */
+  uint64_t size_before;         /* the disk's size before the cut */
   char *error;                  /* the first error, or NULL */
+
+  /* Checksums (backup/checksums.c). */
+  enum copy_mode mode;
+  struct sums *prev;            /* the previous backup's, if usable */
+  char *prev_sums_path;
+  char *prev_why;               /* why prev is NULL */
+  struct sums *sums;            /* this backup's, or NULL: none */
+  char *sums_path;
+  bool sums_written;
+  struct copy_sums cs;
 };
 
 enum freeze_kind { FREEZE_NONE, FREEZE_AGENT, FREEZE_COMMANDS };
@@ -82,6 +100,7 @@ struct set {
   const char *incremental;      /* B, or NULL for a full backup */
   bool remove_incremental;
   const char *view;             /* the views' export name */
+  const char *sums_dir;         /* --sums-dir, or NULL */
   double cut_timeout, freeze_timeout;
 
   enum freeze_kind freeze;
@@ -128,6 +147,7 @@ extern int disk_prepare (struct disk *d, const char *view,
                          const char *default_scratch,
                          const struct copy_options *template,
                          char **error);
+/* What set.c gave d (checksums_free frees the rest). */
 extern void disk_free (struct disk *d);
 
 /* backup/servers.c */
@@ -184,6 +204,23 @@ extern int agent_connect (const char *path, double deadline, bool wake,
                           int *fd, char **error);
 extern int agent_execute (int fd, const char *command, double deadline,
                           bool wake, json_object **ret, char **error);
+
+/* backup/checksums.c */
+
+/* Load the previous backup's checksums of d, if usable. */
+extern void checksums_find (struct set *s, struct disk *d);
+/* How d is copied, from the state of its base bitmap and the previous
+ * checksums (said on stderr when it is not a plain incremental).
+ */
+extern void checksums_plan (struct set *s, struct disk *d, bool base_there,
+                            bool base_consistent);
+/* After the cut: d's new set, and d->o set to keep it. */
+extern int checksums_prepare (struct set *s, struct disk *d);
+/* Once every copy is complete: write every disk's set. */
+extern int checksums_write (struct set *s);
+/* The backup failed after all: remove the sets written. */
+extern void checksums_undo (struct set *s);
+extern void checksums_free (struct disk *d);
 
 /* backup/copies.c: every disk's view copied to its target, one thread
  * per disk; the first failure stops the others.

@@ -43,6 +43,23 @@ string_or_null (const char *s)
   return s ? json_object_new_string (s) : NULL;
 }
 
+static const char *
+mode_name (enum copy_mode m)
+{
+  return m == MODE_FULL ? "full" : m == MODE_RESYNC ? "resync"
+    : "incremental";
+}
+
+/* How the disk was copied, and where its checksums went. */
+static void
+add_mode (json_object *o, const struct disk *d)
+{
+  json_object_object_add (o, "mode", json_object_new_string (
+                            mode_name (d->mode)));
+  json_object_object_add (o, "checksums", d->sums_written
+                          ? json_object_new_string (d->sums_path) : NULL);
+}
+
 static void
 print_json (FILE *fp, const struct set *s, bool ok)
 {
@@ -58,6 +75,7 @@ print_json (FILE *fp, const struct set *s, bool ok)
     const struct disk *d = &s->disks[i];
     json_object *c = copy_summary_json (&d->o, &d->r);
     json_object_object_add (c, "name", json_object_new_string (d->name));
+    add_mode (c, d);
     if (d->error)
       json_object_object_add (c, "error", json_object_new_string (d->error));
     json_object_array_add (disks, c);
@@ -114,6 +132,11 @@ report_summary (FILE *fp, const struct set *s, bool ok, bool json)
   for (i = 0; i < s->n; ++i) {
     if (s->n > 1)
       fprintf (fp, "%s: ", s->disks[i].name);
+    if (s->disks[i].mode == MODE_RESYNC)
+      fprintf (fp, "resync: read %" PRIu64 " bytes, %" PRIu64 " of them "
+               "unchanged; ", s->disks[i].r.read, s->disks[i].r.unchanged);
+    else if (s->incremental && s->disks[i].mode == MODE_FULL)
+      fprintf (fp, "full copy: ");
     copy_print_summary (fp, &s->disks[i].o, &s->disks[i].r, false);
   }
   fprintf (fp, "cut: %.3f ms (first pause to last resume)", s->cut_ms);
@@ -175,6 +198,7 @@ manifest_json (const struct set *s, bool ok)
                             json_object_new_uint64 (d->r.copied));
     json_object_object_add (o, "bytes-zeroed",
                             json_object_new_uint64 (d->r.zeroed));
+    add_mode (o, d);
     json_object_object_add (o, "status", json_object_new_string (
       d->r.ok && ok ? "complete"
       : d->r.error || d->error ? "failed"

@@ -134,3 +134,20 @@ close_handles (struct nbd_handle **hs, unsigned n, bool graceful)
       hs[i] = NULL;
     }
 }
+
+int64_t
+copy_export_size (const char *uri, char **errp)
+{
+  struct nbd_handle *h;
+  int64_t size;
+
+  *errp = NULL;
+  h = connect_uri ("source", uri, false, errp);
+  if (h == NULL)
+    return -1;
+  size = nbd_get_size (h);
+  if (size == -1)
+    set_error (errp, "%s: %s", uri, nbd_get_error ());
+  close_handles (&h, 1, true);
+  return size;
+}

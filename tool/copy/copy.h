@@ -32,6 +32,21 @@
 #define COPY_MIN_REQUEST_SIZE 512
 #define COPY_MAX_REQUEST_SIZE (32 << 20)
 
+/* Checksums kept by a copy (the file is sums.h's; the engine fills the
+ * arrays).  The ranges to copy are widened to whole chunks; each chunk
+ * read or zeroed gets its digest in digests[i], the rest keep theirs.
+ * With compare, a chunk whose new digest equals the one already in
+ * digests[i] is not written (a resync), and differ[i], if differ is
+ * not NULL, says which chunks were.
+ */
+struct copy_sums {
+  uint64_t chunk;               /* a power of 2 */
+  uint64_t n;                   /* chunks: the source must have as many */
+  uint8_t *digests;             /* [chunks][SUMS_DIGEST] */
+  bool compare;
+  uint8_t *differ;              /* [chunks], or NULL */
+};
+
 struct copy_options {
   const char *source;           /* NBD URI */
   const char *target;           /* a file, a block device or an NBD URI */
@@ -42,6 +57,8 @@ struct copy_options {
   unsigned requests;            /* in flight per connection; 0: default */
   unsigned connections;         /* 0: one per CPU, up to 4 */
   size_t request_size;          /* largest read or write; 0: default */
+  struct copy_sums *sums;       /* or NULL */
+  bool no_target;               /* read (and hash) only: target unused */
   const char *label;            /* the copy's name when several run at
                                  * once (a disk's), or NULL: progress is
                                  * then a line now and then, named */
@@ -65,6 +82,9 @@ struct copy_result {
   size_t ranges;                /* dirty ranges (data and zero) */
   uint64_t copied;              /* bytes written to the target as data */
   uint64_t zeroed;              /* bytes made (or left) zero on it */
+  uint64_t read;                /* bytes read from the source */
+  uint64_t unchanged;           /* bytes not written: their digests
+                                 * were the same (compare) */
   double seconds;               /* from connecting to the end */
   char *error;                  /* the first error, or NULL */
 };
@@ -73,6 +93,9 @@ struct copy_result {
  * nbd+unix://, ...)?
  */
 extern bool is_nbd_uri (const char *s);
+
+/* The size of the export at uri: -1 with *errp on failure. */
+extern int64_t copy_export_size (const char *uri, char **errp);
 
 /* Run one copy.  Returns 0 when the target holds a complete, flushed
  * copy (r->ok), -1 otherwise (r->error says why, unless

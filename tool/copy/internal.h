@@ -85,6 +85,13 @@ extern int full_range (uint64_t size, struct ranges *out, char **errp);
 
 extern void free_ranges (struct ranges *rs);
 
+/* Widen the ranges to whole chunks of chunk bytes (the last one ends
+ * at size): a chunk with a data byte in it becomes data, one made only
+ * of zero ranges stays zero.  -1 with *errp on failure.
+ */
+extern int chunk_ranges (struct ranges *rs, uint64_t chunk, uint64_t size,
+                         char **errp);
+
 /* Connections (copy/connect.c). */
 
 /* Connect to uri; with meta, ask for base:allocation.  The handle is
@@ -116,6 +123,10 @@ struct copy {
   size_t request_size;          /* largest read or write */
   uint64_t zero_size;           /* largest zero request */
   bool trim_source;             /* trim each piece once it is on the target */
+  struct copy_sums *sums;       /* or NULL; each thread writes only the
+                                 * digests of the chunks it copies */
+  uint8_t zero_digest[16];      /* of a chunk of zeroes */
+  uint8_t zero_digest_last[16]; /* of the last chunk, if it is short */
   struct nbd_handle **src;      /* [connections] */
   struct target *dst;
   const struct ranges *ranges;
@@ -133,6 +144,8 @@ struct copy {
   bool stop;                    /* an error or a signal: start nothing */
   uint64_t copied;              /* bytes written as data */
   uint64_t zeroed;              /* bytes made or left zero */
+  uint64_t read;                /* bytes read from the source */
+  uint64_t unchanged;           /* bytes not written: same digest */
 };
 
 /* Record an error (only the first one is kept) and stop the copy. */

@@ -160,6 +160,58 @@ full_range (uint64_t size, struct ranges *out, char **errp)
   return 0;
 }
 
+/* Add [start, end) to out as zero or data, less what out covers
+ * already (up to *covered).
+ */
+static int
+add_clipped (struct ranges *out, uint64_t *covered, uint64_t start,
+             uint64_t end, bool zero)
+{
+  if (start < *covered)
+    start = *covered;
+  if (start >= end)
+    return 0;
+  *covered = end;
+  return add_range (out, start, end - start, zero);
+}
+
+int
+chunk_ranges (struct ranges *rs, uint64_t chunk, uint64_t size, char **errp)
+{
+  struct ranges out = { 0 };
+  uint64_t covered = 0;
+  size_t i;
+  int r = 0;
+
+  for (i = 0; i < rs->n && r == 0; ++i) {
+    const struct range *x = &rs->r[i];
+    uint64_t end = x->offset + x->length;
+    uint64_t head = ROUND_DOWN (x->offset, chunk);
+    uint64_t tail = MIN (ROUND_UP (end, chunk), size);
+    uint64_t zs = ROUND_UP (x->offset, chunk);
+    uint64_t ze = end == size ? size : ROUND_DOWN (end, chunk);
+
+    if (!x->zero || zs >= ze)
+      r = add_clipped (&out, &covered, head, tail, false);
+    else {
+      /* Only the chunks wholly inside a zero range stay zero. */
+      r = add_clipped (&out, &covered, head, zs, false);
+      if (r == 0)
+        r = add_clipped (&out, &covered, zs, ze, true);
+      if (r == 0)
+        r = add_clipped (&out, &covered, ze, tail, false);
+    }
+  }
+  if (r == -1) {
+    free_ranges (&out);
+    set_error (errp, "%s", strerror (ENOMEM));
+    return -1;
+  }
+  free_ranges (rs);
+  *rs = out;
+  return 0;
+}
+
 void
 free_ranges (struct ranges *rs)
 {

@@ -36,6 +36,7 @@
 #include "dirtybitmap.h"
 #include "msg.h"
 #include "internal.h"
+#include "sums.h"
 #include "util.h"
 
 #define AUTO_CONNECTIONS 4              /* at most, and one per CPU */
@@ -135,7 +136,9 @@ open_target (struct job *j)
   const struct copy_options *o = j->o;
   struct target *t;
 
-  if (is_nbd_uri (o->target))
+  if (o->no_target)
+    t = null_target_open (j->size, &j->r->error);
+  else if (is_nbd_uri (o->target))
     t = nbd_target_open (o->target, j->max_connections, &j->r->error);
   else
     t = file_target_open (o->target, o->full, j->size, &j->r->error);
@@ -163,6 +166,19 @@ choose_sizes (struct job *j)
     c->request_size = mb;
   if (t->max_request && t->max_request < c->request_size)
     c->request_size = t->max_request;
+  if (c->sums && c->request_size < c->sums->chunk) {
+    /* A chunk is hashed from one read. */
+    if ((mb && mb < c->sums->chunk) ||
+        (t->max_request && t->max_request < c->sums->chunk)) {
+      set_error (&j->r->error, "the servers' largest request is smaller "
+                 "than a checksum chunk (%" PRIu64 " bytes)",
+                 c->sums->chunk);
+      return -1;
+    }
+    c->request_size = c->sums->chunk;
+  }
+  if (c->sums)
+    c->request_size -= c->request_size % c->sums->chunk;
   if (t->zero_size == 0)
     t->zero_size = c->request_size;     /* zeroes are written */
   c->zero_size = t->zero_size;
@@ -174,6 +190,12 @@ choose_sizes (struct job *j)
   }
   t->zero_buf = j->zero_buf;
   t->zero_buf_size = c->request_size;
+  if (c->sums) {
+    sums_hash (j->zero_buf, c->sums->chunk, c->zero_digest);
+    sums_hash (j->zero_buf, j->size % c->sums->chunk
+               ? j->size % c->sums->chunk : c->sums->chunk,
+               c->zero_digest_last);
+  }
   bm_debug ("copy: size %" PRIu64 ", request size %zu, %u requests",
             j->size, c->request_size, c->requests);
   return 0;
@@ -234,6 +256,16 @@ list_ranges (struct job *j)
                        &r->error);
   else
     ret = full_range (j->size, &j->ranges, &r->error);
+  if (ret == 0 && j->c.sums &&
+      DIV_ROUND_UP (j->size, j->c.sums->chunk) != j->c.sums->n) {
+    set_error (&r->error, "source %s is %" PRIu64 " bytes, not the size "
+               "its checksums describe (%" PRIu64 " chunks of %" PRIu64
+               " bytes)", j->o->source, j->size, j->c.sums->n,
+               j->c.sums->chunk);
+    ret = -1;
+  }
+  if (ret == 0 && j->c.sums)
+    ret = chunk_ranges (&j->ranges, j->c.sums->chunk, j->size, &r->error);
   if (ret == -1)
     return -1;
   j->c.ranges = &j->ranges;
@@ -250,7 +282,8 @@ static uint64_t
 bytes_done (struct copy *c)
 {
   return __atomic_load_n (&c->copied, __ATOMIC_RELAXED) +
-    __atomic_load_n (&c->zeroed, __ATOMIC_RELAXED);
+    __atomic_load_n (&c->zeroed, __ATOMIC_RELAXED) +
+    __atomic_load_n (&c->unchanged, __ATOMIC_RELAXED);
 }
 
 /* Copy, one thread per connection; this thread shows progress.
@@ -339,6 +372,8 @@ copy_and_flush (struct job *j)
   run_workers (j);
   r->copied = c->copied;
   r->zeroed = c->zeroed;
+  r->read = c->read;
+  r->unchanged = c->unchanged;
   if (c->error) {
     progress_end (&j->p);
     r->error = c->error;
@@ -348,7 +383,7 @@ copy_and_flush (struct job *j)
     return -1;
   }
   /* A signal that came after the last byte stopped nothing. */
-  if (r->copied + r->zeroed < r->total) {
+  if (r->copied + r->zeroed + r->unchanged < r->total) {
     progress_end (&j->p);
     r->interrupted = true;
     return -1;
@@ -361,7 +396,7 @@ copy_and_flush (struct job *j)
     progress_end (&j->p);
     return -1;
   }
-  progress_draw (&j->p, r->copied + r->zeroed, true);
+  progress_draw (&j->p, r->copied + r->zeroed + r->unchanged, true);
   r->stage = COPY_STAGE_DONE;
   return 0;
 }
@@ -397,6 +432,7 @@ copy_run (const struct copy_options *o, struct copy_result *r)
       .request_size = o->request_size ? o->request_size
                                       : COPY_DEFAULT_REQUEST_SIZE,
       .trim_source = o->trim_source,
+      .sums = o->sums,
       .wake_fd = -1,
     },
     .max_connections = o->connections ? o->connections : AUTO_CONNECTIONS,

@@ -52,6 +52,9 @@ copy_summary_json (const struct copy_options *o, const struct copy_result *r)
                           json_object_new_uint64 (r->copied));
   json_object_object_add (j, "bytes-zeroed",
                           json_object_new_uint64 (r->zeroed));
+  json_object_object_add (j, "bytes-read", json_object_new_uint64 (r->read));
+  json_object_object_add (j, "bytes-unchanged",
+                          json_object_new_uint64 (r->unchanged));
   json_object_object_add (j, "seconds",
                           json_object_new_double_s (r->seconds, secs));
   json_object_object_add (j, "error", r->error
@@ -99,13 +102,13 @@ copy_print_failure (const struct copy_options *o,
   if (r->interrupted) {
     if (r->sizes_known)
       bm_error ("copy interrupted: %" PRIu64 " of %" PRIu64 " %sbytes "
-                "copied", r->copied + r->zeroed, r->total, dirty);
+                "copied", r->copied + r->zeroed + r->unchanged, r->total, dirty);
     else
       bm_error ("copy interrupted before copying started");
   }
   else if (r->stage == COPY_STAGE_COPY)
     bm_error ("copy incomplete: %" PRIu64 " of %" PRIu64 " %sbytes copied",
-              r->copied + r->zeroed, r->total, dirty);
+              r->copied + r->zeroed + r->unchanged, r->total, dirty);
   else if (r->stage == COPY_STAGE_FLUSH)
     bm_error ("copy incomplete: the target could not be flushed and put "
               "in place");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* copy/target.h: what the copy engine writes to.  One interface, two
  * kinds: a regular file or a block device (copy/file.c), and an NBD
- * server (copy/nbd.c).  The engine knows only these operations: the
+ * server (copy/nbd.c); and a target that keeps nothing (copy/null.c).  The engine knows only these operations: the
  * workers (copy/worker.c) write, zero and poll, copy/run.c connects,
  * flushes, commits and closes.
  *
@@ -99,5 +99,8 @@ extern struct target *file_target_open (const char *name, bool create,
 extern struct target *nbd_target_open (const char *uri,
                                        unsigned max_connections,
                                        char **errp);
+
+/* A target that keeps nothing (copy/null.c): a copy that only reads. */
+extern struct target *null_target_open (uint64_t size, char **errp);
 
 #endif /* DIRTYBITMAP_COPY_TARGET_H */

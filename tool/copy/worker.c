@@ -51,6 +51,7 @@
 #include <libnbd.h>
 
 #include "internal.h"
+#include "sums.h"
 #include "util.h"
 
 /* Data blocks checked for zeroes: the page and file system block. */
@@ -94,6 +95,10 @@ struct slot {
   struct chunk *chunks;         /* the chunks of the read reply */
   size_t nchunks, chunks_cap;
   bool chunks_nomem;
+  bool *same;                   /* with checksums and compare: which
+                                 * checksum chunks of the piece are as
+                                 * before, not to be written */
+  size_t same_cap;
 };
 
 struct loop {
@@ -254,6 +259,60 @@ is_zero (const char *p, size_t n)
   return n <= 16 || memcmp (p, p + 16, n - 16) == 0;
 }
 
+/* With checksums: the digest of each checksum chunk of the piece in s
+ * (its data, or zeroes) into the set; with compare, whether it is the
+ * same as the one there (s->same).  -1: out of memory.
+ */
+static int
+hash_piece (struct copy *c, struct slot *s)
+{
+  struct copy_sums *sums = c->sums;
+  const uint64_t first = s->offset / sums->chunk;
+  const uint64_t end = s->offset + s->length;
+  size_t nk = DIV_ROUND_UP (s->length, sums->chunk), k;
+  uint64_t pos, len;
+
+  if (nk > s->same_cap) {
+    bool *same = realloc (s->same, nk * sizeof *same);
+    if (same == NULL)
+      return -1;
+    s->same = same;
+    s->same_cap = nk;
+  }
+  for (pos = s->offset, k = 0; pos < end; pos += len, ++k) {
+    uint8_t d[SUMS_DIGEST], *have = sums->digests + (first + k) * SUMS_DIGEST;
+    len = MIN (sums->chunk, end - pos);
+    if (s->zero)
+      memcpy (d, len == sums->chunk ? c->zero_digest : c->zero_digest_last,
+              SUMS_DIGEST);
+    else
+      sums_hash (s->buf + (pos - s->offset), len, d);
+    s->same[k] = sums->compare && memcmp (have, d, SUMS_DIGEST) == 0;
+    if (sums->compare && sums->differ)
+      sums->differ[first + k] = !s->same[k];
+    if (s->same[k])
+      add_done (&c->unchanged, len);
+    memcpy (have, d, SUMS_DIGEST);
+  }
+  return 0;
+}
+
+/* Is the byte at pos, in the piece of s, in a checksum chunk that is
+ * as before?  Then *next is where that chunk ends.
+ */
+static bool
+unchanged_at (struct copy *c, struct slot *s, uint64_t pos, uint64_t *next)
+{
+  uint64_t k;
+
+  if (c->sums == NULL || !c->sums->compare)
+    return false;
+  k = pos / c->sums->chunk - s->offset / c->sums->chunk;
+  *next = MIN (ROUND_DOWN (pos, c->sums->chunk) + c->sums->chunk,
+               s->offset + s->length);
+  return s->same[k];
+}
+
 static int
 add_op (struct slot *s, size_t *n, uint64_t offset, uint64_t length,
         bool zero)
@@ -271,27 +330,38 @@ add_op (struct slot *s, size_t *n, uint64_t offset, uint64_t length,
 }
 
 /* The target operations of the piece in s: one zero, or the data cut
- * into runs of zero and non-zero blocks.  Returns their number, or -1
- * (out of memory).
+ * into runs of zero and non-zero blocks; with checksums compared, less
+ * the chunks that are as before.  Returns their number, or -1 (out of
+ * memory).
  */
 static ssize_t
-plan_ops (struct slot *s)
+plan_ops (struct copy *c, struct slot *s)
 {
-  uint64_t pos = s->offset, end = s->offset + s->length;
+  uint64_t pos = s->offset, end = s->offset + s->length, next;
+  bool gap = true;              /* the next op cannot extend the last */
   size_t n = 0;
 
-  if (s->zero)
-    return add_op (s, &n, s->offset, s->length, true) == -1 ? -1 : 1;
-
   while (pos < end) {
-    uint64_t next = MIN (ROUND_DOWN (pos, SPARSE_SIZE) + SPARSE_SIZE, end);
-    bool zero = is_zero (s->buf + (pos - s->offset), next - pos);
-    struct op *last = n ? &s->ops[n - 1] : NULL;
+    bool zero;
+    struct op *last = n && !gap ? &s->ops[n - 1] : NULL;
 
+    if (unchanged_at (c, s, pos, &next)) {
+      pos = next;
+      gap = true;
+      continue;
+    }
+    if (s->zero)
+      next = c->sums && c->sums->compare
+        ? MIN (ROUND_DOWN (pos, c->sums->chunk) + c->sums->chunk, end)
+        : end;
+    else
+      next = MIN (ROUND_DOWN (pos, SPARSE_SIZE) + SPARSE_SIZE, end);
+    zero = s->zero || is_zero (s->buf + (pos - s->offset), next - pos);
     if (last && last->zero == zero)
       last->length += next - pos;
     else if (add_op (s, &n, pos, next - pos, zero) == -1)
       return -1;
+    gap = false;
     pos = next;
   }
   return n;
@@ -319,7 +389,7 @@ start_target (struct loop *l, struct slot *s)
   s->done = false;
   s->err = 0;
   s->err_op = NULL;
-  n = plan_ops (s);
+  n = plan_ops (c, s);
   if (n == -1) {
     copy_error (c, "%s", strerror (ENOMEM));
     n = 0;                      /* the slot is freed at once */
@@ -356,6 +426,11 @@ start_piece (struct loop *l, struct slot *s)
     return false;
   l->in_flight++;
   if (s->zero) {
+    if (c->sums && hash_piece (c, s) == -1) {
+      copy_error (c, "%s", strerror (ENOMEM));
+      s->done = true;
+      return true;
+    }
     start_target (l, s);
     return true;
   }
@@ -439,6 +514,11 @@ finish_slot (struct loop *l, struct slot *s)
     }
     if (stopped (c) || !read_complete (c, s))
       break;
+    add_done (&c->read, s->length);
+    if (c->sums && hash_piece (c, s) == -1) {
+      copy_error (c, "%s", strerror (ENOMEM));
+      break;
+    }
     start_target (l, s);
     return;
 
@@ -657,6 +737,7 @@ copy_worker (void *arg)
       free (l.slots[i].buf);
       free (l.slots[i].ops);
       free (l.slots[i].chunks);
+      free (l.slots[i].same);
     }
   free (l.slots);
   {

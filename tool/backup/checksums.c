@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* backup/checksums.c: the checksums of each disk's backup (sums.h),
+ * and what they allow: how each disk is copied.
+ *
+ * Where they live: DIR/BASE.CHECKPOINT.sums, DIR being --sums-dir, or
+ * the directory of the target file, or of the Unix socket of an NBD
+ * target (qemu-nbd serving an overlay); BASE the disk's name= if given,
+ * else the target file's (or socket's) name.  So a chain kept in one
+ * directory finds the set of its base checkpoint by itself.
+ *
+ * How a disk is copied (struct disk.mode):
+ *   full          no --incremental, or the base cannot be trusted and
+ *                 there are no usable checksums of the previous backup;
+ *   incremental   the base bitmap is there and consistent: its ranges
+ *                 only; the previous checksums, if usable, are updated
+ *                 (unchanged chunks keep theirs), else none are written;
+ *   resync        the base cannot be trusted (missing, inconsistent)
+ *                 but the previous checksums can: the whole view is
+ *                 read, and only the chunks whose digest differs are
+ *                 written.
+ * Never less than what changed: checksums that do not describe this
+ * disk at this base exactly (another size, chunk size, checkpoint or
+ * source, damaged, missing) are not used.
+ *
+ * A file target is written in place, so once its copy starts the
+ * previous checksums no longer describe it: they are removed then,
+ * and the new ones written when the set is complete.
+ */
+
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <libgen.h>
+#include <unistd.h>
+
+#include "dirtybitmap.h"
+#include "internal.h"
+#include "sums.h"
+
+/* The Unix socket of an nbd+unix URI, malloced, or NULL. */
+static char *
+uri_socket (const char *uri)
+{
+  const char *p = strstr (uri, "socket=");
+  size_t len;
+
+  if (strncmp (uri, "nbd+unix:", 9) != 0 || p == NULL)
+    return NULL;
+  p += 7;
+  len = strcspn (p, "&#");
+  return strndup (p, len);
+}
+
+/* DIR/BASE.CHECKPOINT.sums for d, or NULL when it has no place. */
+static char *
+sums_path (const struct set *s, const struct disk *d,
+           const char *checkpoint)
+{
+  char *where = is_nbd_uri (d->target) ? uri_socket (d->target)
+    : strdup (d->target);
+  char *dcopy = NULL, *bcopy = NULL, *path = NULL;
+  const char *dir, *base;
+
+  if (where == NULL)
+    return NULL;
+  dcopy = strdup (where);
+  bcopy = strdup (where);
+  if (dcopy && bcopy) {
+    dir = s->sums_dir ? s->sums_dir : dirname (dcopy);
+    base = d->named ? d->name : basename (bcopy);
+    if (asprintf (&path, "%s/%s.%s.sums", dir, base, checkpoint) == -1)
+      path = NULL;
+  }
+  free (where);
+  free (dcopy);
+  free (bcopy);
+  return path;
+}
+
+/* The previous checksums of d, if they describe it at B exactly. */
+static struct sums *
+previous (const struct set *s, struct disk *d, char **why)
+{
+  struct sums *prev;
+  char *path = sums_path (s, d, s->incremental), *error = NULL;
+
+  *why = NULL;
+  if (path == NULL) {
+    *why = strdup ("no place for checksums (--sums-dir)");
+    return NULL;
+  }
+  if (sums_read (path, &prev, &error) == -1) {
+    *why = error;
+    free (path);
+    return NULL;
+  }
+  if (strcmp (prev->checkpoint, s->incremental) != 0 ||
+      strcmp (prev->source, d->source) != 0 ||
+      (d->size_before && prev->disk_size != d->size_before)) {
+    if (asprintf (why, "%s: the checksums of another disk or checkpoint "
+                  "(%s at %s)", path, prev->source, prev->checkpoint) == -1)
+      *why = NULL;
+    sums_free (prev);
+    free (path);
+    return NULL;
+  }
+  d->prev_sums_path = path;
+  return prev;
+}
+
+void
+checksums_find (struct set *s, struct disk *d)
+{
+  if (s->incremental)
+    d->prev = previous (s, d, &d->prev_why);
+}
+
+void
+checksums_plan (struct set *s, struct disk *d, bool base_there,
+                bool base_consistent)
+{
+  const char *why = d->prev_why ? d->prev_why : strerror (ENOMEM);
+
+  d->mode = MODE_FULL;
+  if (s->incremental == NULL)
+    return;
+  if (base_there && base_consistent)
+    d->mode = MODE_INCREMENTAL;
+  else if (d->prev)
+    d->mode = MODE_RESYNC;
+  if (d->mode == MODE_RESYNC)
+    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s: a resync (the "
+             "whole disk read, only what differs from %s written)\n",
+             prog, d->name, s->incremental,
+             base_there ? "is inconsistent" : "is missing",
+             d->prev_sums_path);
+  else if (d->mode == MODE_FULL)
+    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s and there are no "
+             "usable checksums of the previous backup (%s): a full copy\n",
+             prog, d->name, s->incremental,
+             base_there ? "is inconsistent" : "is missing", why);
+  else if (d->prev == NULL)
+    fprintf (stderr, "%s: backup: disk %s: no checksums will be written "
+             "for this backup: those of the previous one are not usable "
+             "(%s)\n", prog, d->name, why);
+}
+
+int
+checksums_prepare (struct set *s, struct disk *d)
+{
+  uint64_t chunk;
+  char *error;
+
+  d->o.full = d->mode != MODE_INCREMENTAL;
+  if (d->mode == MODE_INCREMENTAL && d->prev == NULL)
+    return 0;
+  d->sums_path = sums_path (s, d, s->checkpoint);
+  if (d->sums_path == NULL)
+    return 0;
+  chunk = d->prev ? d->prev->chunk : sums_chunk_for (d->granularity);
+  d->sums = sums_new (d->size, chunk, s->checkpoint, d->source);
+  if (d->sums == NULL) {
+    disk_fail (d, "checksums: %s", strerror (ENOMEM));
+    return -1;
+  }
+  if (d->prev && d->prev->disk_size == d->size)
+    sums_copy_digests (d->sums, d->prev);
+  else if (d->prev && d->mode == MODE_RESYNC)
+    d->mode = MODE_FULL;        /* resized: the old set is another disk's */
+  else if (d->prev) {
+    /* An incremental updates only what changed: without the old set
+     * there is nothing to update.
+     */
+    sums_free (d->sums);
+    d->sums = NULL;
+    return 0;
+  }
+  d->cs = (struct copy_sums) {
+    .chunk = chunk, .n = d->sums->n, .digests = d->sums->digests,
+    .compare = d->mode == MODE_RESYNC,
+  };
+  d->o.sums = &d->cs;
+  d->o.full = d->mode != MODE_INCREMENTAL;
+  /* In place: from now on the old set does not describe the file. */
+  if (d->prev_sums_path && !is_nbd_uri (d->target) &&
+      unlink (d->prev_sums_path) == -1 && errno != ENOENT) {
+    error = strerror (errno);
+    disk_fail (d, "%s: %s", d->prev_sums_path, error);
+    return -1;
+  }
+  return 0;
+}
+
+int
+checksums_write (struct set *s)
+{
+  size_t i;
+  char *error;
+
+  for (i = 0; i < s->n; ++i) {
+    struct disk *d = &s->disks[i];
+    if (d->sums == NULL)
+      continue;
+    if (sums_write (d->sums_path, d->sums, &error) == -1) {
+      disk_fail (d, "checksums: %s", error ? error : strerror (ENOMEM));
+      free (error);
+      return -1;
+    }
+    d->sums_written = true;
+  }
+  return 0;
+}
+
+void
+checksums_undo (struct set *s)
+{
+  size_t i;
+
+  for (i = 0; i < s->n; ++i)
+    if (s->disks[i].sums_written) {
+      unlink (s->disks[i].sums_path);
+      s->disks[i].sums_written = false;
+    }
+}
+
+void
+checksums_free (struct disk *d)
+{
+  sums_free (d->prev);
+  sums_free (d->sums);
+  free (d->sums_path);
+  free (d->prev_sums_path);
+  free (d->prev_why);
+}
