@@ -127,12 +127,13 @@ incomplete ()
 }
 
 # backup ARGS...: dirtybitmap backup ARGS, bounded: one that hangs
-# fails the test (status 124) instead of hanging make check.  (A job
-# that the test signals runs "timeout 60 dirtybitmap backup" itself:
-# timeout passes SIGTERM on, and $! is its pid.)
+# fails the test (status 124, or 137 if SIGTERM does not end it)
+# instead of hanging make check.  (A job that the test signals runs
+# "timeout -k 5 60 dirtybitmap backup" itself: timeout passes SIGTERM
+# on, and $! is its pid.)
 backup ()
 {
-    timeout 60 dirtybitmap backup "$@"
+    timeout -k 5 60 dirtybitmap backup "$@"
 }
 
 # backup_fails ERRFILE ARGS...: dirtybitmap backup ARGS must exit 1 and

@@ -53,18 +53,24 @@ begun ()
     grep -c "dirtybitmap: backup view backup begun" "$1.log" || :
 }
 
-# json_failed FILE DISK: the JSON summary says the set is incomplete
-# and DISK failed with an error.
+# json_failed FILE MANIFEST DISK: the JSON summary says the set failed,
+# and DISK with an error; so does the manifest (written on failure
+# too), and that the other disks are incomplete.
 json_failed ()
 {
     python3 - "$@" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["result"] == "incomplete", d
-disk = [x for x in d["disks"] if x["name"] == sys.argv[2]]
+assert d["result"] == "failed", d
+disk = [x for x in d["disks"] if x["name"] == sys.argv[3]]
 assert len(disk) == 1, d
-assert disk[0]["result"] != "complete", disk
+assert disk[0]["result"] == "failed", disk
 assert isinstance(disk[0]["error"], str) and disk[0]["error"], disk
+m = json.load(open(sys.argv[2]))
+assert m["result"] == "failed", m
+st = {x["name"]: x["status"] for x in m["disks"]}
+want = {n: "failed" if n == sys.argv[3] else "incomplete" for n in "abc"}
+assert st == want, (st, want)
 EOF
 }
 
@@ -115,8 +121,9 @@ write_some a $disks
 states $disks > before
 args
 # (--cut-timeout: the test, not the tool's clock, says when c dies.)
-timeout 60 dirtybitmap backup "${argv[@]}" --incremental b1 --checkpoint b2 \
-            --cut-timeout 30 --output=json > a.out 2> a.err &
+timeout -k 5 60 dirtybitmap backup "${argv[@]}" --incremental b1 --checkpoint b2 \
+            --cut-timeout 30 --output=json --manifest a.manifest \
+            > a.out 2> a.err &
 job=$!
 timeout 30 cat freeze.reached
 # The tool has paused every server and begun a's and b's views.
@@ -133,7 +140,7 @@ wait $job || r=$?
 cat a.out a.err
 test $r = 1
 incomplete a.err
-json_failed a.out c
+json_failed a.out a.manifest c
 start_disk c 8M
 after_failure b1 b2 c
 next_run b1 b2 c
@@ -145,9 +152,9 @@ states $disks > before
 # done long before, their views still open.)
 slow_target b b.bak 500ms
 args b "$(tsock_uri b)"
-timeout 60 dirtybitmap backup "${argv[@]}" --incremental b2 --checkpoint b3 \
+timeout -k 5 60 dirtybitmap backup "${argv[@]}" --incremental b2 --checkpoint b3 \
             --requests 1 --connections 1 --output=json \
-            > b.out 2> b.err &
+            --manifest b.manifest > b.out 2> b.err &
 job=$!
 wait_target_busy b.tlog
 state a | grep -F "paused=false view=backup "
@@ -158,7 +165,7 @@ wait $job || r=$?
 cat b.out b.err
 test $r = 1
 incomplete b.err
-json_failed b.out b
+json_failed b.out b.manifest b
 kill_nbdkit "$(cat b.tpid)"
 start_disk b 8M
 after_failure b2 b3 b
