@@ -18,9 +18,11 @@
 # Then the leftovers a kill -9 can leave, made by hand: the new
 # checkpoint on some disks (removed, and the backup goes on), on every
 # disk (refused, with the exact commands to run), the base missing on
-# one disk (refused, naming it, nothing changed), a view of another
-# backup open (refused, nothing changed).  Each target equals its disk
-# at the end.
+# one disk (that disk resynced from the checksums of its last backup,
+# or without them copied in full: never an incremental from a base it
+# does not have), missing everywhere (refused, nothing changed), a
+# view of another backup open (refused, nothing changed).  Each target
+# equals its disk at the end.
 #
 # ROUNDS (default 6) rounds; SEED chooses the points (printed).
 source ./functions.sh
@@ -153,7 +155,7 @@ import json, sys
 d = json.load(open("again.out"))
 assert d["result"] == "complete", d
 assert d["incremental"] == sys.argv[1], d
-assert all(x["full"] is False for x in d["disks"]), d
+assert all(x["mode"] == "incremental" for x in d["disks"]), d
 EOF
     no_leftovers $disks
     bitmaps_are "$2" $disks
@@ -269,25 +271,65 @@ same_disks $disks
 bitmaps_are $new $disks
 base=$new k=$((k + 1))
 
-# 3. The base missing on disk b: refused, naming b (and not a or c),
-# nothing changed; a full backup starts again.
+# 3. The base missing on disk b: not an incremental from a base that
+# is not there: b is resynced (read whole, compared with the checksums
+# of its last backup), a and c are incrementals, and every target
+# equals its disk.
 new=c$((k + 1))
 write_some left3 $disks
 dirtybitmap bitmap --remove --control b.ctl $base
+backup "${argv[@]}" --incremental $base --checkpoint $new \
+       --remove-incremental --output=json > left3.out 2> left3.err
+cat left3.out left3.err
+grep -F "dirtybitmap: backup: disk b: bitmap $base is missing: a resync" left3.err
+if grep -E "disk (a|c):" left3.err; then exit 1; fi
+python3 - <<'EOF'
+import json
+d = json.load(open("left3.out"))
+assert d["result"] == "complete", d
+mode = {x["name"]: x["mode"] for x in d["disks"]}
+assert mode == {"a": "incremental", "b": "resync", "c": "incremental"}, mode
+EOF
+same_disks $disks
+bitmaps_are $new $disks
+base=$new k=$((k + 1))
+
+# ... and without its checksums either: b is copied in full.
+new=c$((k + 1))
+write_some left3b $disks
+dirtybitmap bitmap --remove --control b.ctl $base
+rm b.$base.sums
+backup "${argv[@]}" --incremental $base --checkpoint $new \
+       --remove-incremental --output=json > left3b.out 2> left3b.err
+cat left3b.out left3b.err
+grep -F "disk b:" left3b.err
+python3 - <<'EOF'
+import json
+d = json.load(open("left3b.out"))
+assert d["result"] == "complete", d
+mode = {x["name"]: x["mode"] for x in d["disks"]}
+assert mode == {"a": "incremental", "b": "full", "c": "incremental"}, mode
+EOF
+same_disks $disks
+bitmaps_are $new $disks
+base=$new k=$((k + 1))
+
+# ... and missing on every disk, no checksums anywhere (a wrong name):
+# refused, nothing changed.
+new=c$((k + 1))
+write_some left3c $disks
 states $disks > before
 r=0
-backup "${argv[@]}" --incremental $base --checkpoint $new \
-            > left3.out 2> left3.err || r=$?
-cat left3.out left3.err
+backup "${argv[@]}" --incremental nosuch --checkpoint $new \
+       > left3c.out 2> left3c.err || r=$?
+cat left3c.out left3c.err
 test $r = 1
-grep -F "$base" left3.err
-grep -w b left3.err
-if grep -Ew 'disk (a|c)' left3.err; then exit 1; fi
+grep -F nosuch left3c.err
 states $disks > after
 diff -u before after
-backup "${argv[@]}" --checkpoint $new
+backup "${argv[@]}" --incremental $base --checkpoint $new \
+       --remove-incremental
 same_disks $disks
-for n in a c; do dirtybitmap bitmap --remove --control $n.ctl $base; done
 bitmaps_are $new $disks
 base=$new k=$((k + 1))
 
