@@ -1,0 +1,356 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# kill -9 of dirtybitmap backup in the middle of a backup of three
+# disks, at points chosen at random (each once, in a random order, and
+# then more), every point held by the test, never timed:
+#   freeze  the freeze command runs (it waits on a FIFO);
+#   cut     the servers are paused and one begin is under way (held at
+#           the filter's "freeze" pause point on disk c);
+#   thaw    the thaw command runs (on a FIFO): every view open, the
+#           new checkpoint on every disk, no server paused;
+#   copy    the copies to slow targets are under way.
+# After each, the servers end what the dead tool began (no server
+# paused, no view), and the same command again either succeeds or
+# refuses with the exact remedy; then the remedy runs, and the command
+# again must succeed.  The base of every incremental is on every disk
+# before it runs.
+#
+# Then the leftovers a kill -9 can leave, made by hand: the new
+# checkpoint on some disks (removed, and the backup goes on), on every
+# disk (refused, with the exact commands to run), the base missing on
+# one disk (that disk resynced from the checksums of its last backup,
+# or without them copied in full: never an incremental from a base it
+# does not have), missing everywhere (refused, nothing changed), a
+# view of another backup open (refused, nothing changed).  Each target
+# equals its disk at the end.
+#
+# ROUNDS (default 6) rounds; SEED chooses the points (printed).
+source ./functions.sh
+set -e
+set -x
+requires_dirtybitmap_filter
+requires nbdkit --filter=delay --filter=log null --version
+requires python3 -c 'import nbd'
+source "$abs_top_srcdir/tests/machine-lib.sh"
+
+disks="a b c"
+mkfifo freeze.reached freeze.release hold.fifo
+
+# release_hold: let a freeze or thaw command that waits on hold.fifo
+# go (opened read-write, this never waits for a reader; closed, the
+# reader sees its end).
+release_hold ()
+{
+    exec 3<> hold.fifo
+    exec 3>&-
+}
+
+# At exit (first: before the servers stop), a backup the test did not
+# get to kill, and a command it holds.
+job=
+kill_job ()
+{
+    if [ -n "$job" ]; then kill -9 $job 2>/dev/null || :; fi
+    release_hold
+}
+cleanup_fn kill_job
+
+for n in $disks; do start_disk $n 8M; done
+
+# args [slow]: the --disk options, each disk into NAME.bak, or into
+# the slow target serving it.
+args ()
+{
+    local n
+    argv=()
+    for n in $disks; do
+        if [ "${1:-}" = slow ]; then
+            argv+=(--disk "$(disk $n "$(tsock_uri $n)")")
+        else
+            argv+=(--disk "$(disk $n $n.bak)")
+        fi
+    done
+}
+
+# wait_file FILE: wait (up to 30 s) until FILE exists.
+wait_file ()
+{
+    local i
+    for (( i = 0; i < 300; ++i )); do
+        [ -e "$1" ] && return 0
+        sleep 0.1
+    done
+    echo "$0: $1 did not appear in 30 s"
+    exit 1
+}
+
+# servers_clean: wait (up to 10 s) until no server is paused or has a
+# view: the servers end what a dead control client began.
+servers_clean ()
+{
+    local i
+    for (( i = 0; i < 100; ++i )); do
+        states $disks > clean
+        [ "$(grep -c ': paused=false view=none ' clean)" -eq 3 ] && return 0
+        sleep 0.1
+    done
+    cat clean
+    echo "$0: a server is still paused, or has a view, 10 s after the" \
+         "backup was killed"
+    exit 1
+}
+
+# on_every_disk BITMAP: BITMAP is on every disk.
+on_every_disk ()
+{
+    states $disks > every
+    if [ "$(grep -c " bitmaps=\(.* \)\?$1(" every)" -ne 3 ]; then
+        cat every
+        echo "$0: bitmap $1 is not on every disk"
+        exit 1
+    fi
+}
+
+# remedy ERRFILE NEW: the commands the refusal in ERRFILE says to run,
+# one per disk, exactly "dirtybitmap bitmap --remove --control CTL
+# NEW"; they are run.
+remedy ()
+{
+    local n
+    grep -oE "dirtybitmap bitmap --remove --control [^ '\"\`]+ [^ '\"\`;,]+" \
+         "$1" | sed 's/[.]$//' > remedy.sh
+    cat remedy.sh
+    for n in $disks; do
+        echo "dirtybitmap bitmap --remove --control $PWD/$n.ctl $2"
+    done > remedy.expected
+    diff -u <(sort remedy.expected) <(sort -u remedy.sh)
+    sh -ex remedy.sh
+}
+
+# again BASE NEW: the same backup again after a kill: it succeeds, or
+# refuses with the remedy (nothing changed), which is run, and then it
+# succeeds.
+again ()
+{
+    local r=0
+    on_every_disk "$1"
+    states $disks > before
+    args
+    backup "${argv[@]}" --incremental "$1" --checkpoint "$2" \
+                --remove-incremental --output=json > again.out 2> again.err ||
+        r=$?
+    cat again.out again.err
+    if [ $r -ne 0 ]; then
+        test $r = 1
+        states $disks > after
+        diff -u before after
+        remedy again.err "$2"
+        on_every_disk "$1"
+        backup "${argv[@]}" --incremental "$1" \
+                    --checkpoint "$2" --remove-incremental --output=json \
+                    > again.out
+    fi
+    python3 - "$1" <<'EOF'
+import json, sys
+d = json.load(open("again.out"))
+assert d["result"] == "complete", d
+assert d["incremental"] == sys.argv[1], d
+assert all(x["mode"] == "incremental" for x in d["disks"]), d
+EOF
+    no_leftovers $disks
+    bitmaps_are "$2" $disks
+}
+
+args
+backup "${argv[@]}" --checkpoint c1
+same_disks $disks
+base=c1 k=1
+
+seed=${SEED:-$RANDOM}
+echo "SEED=$seed"
+RANDOM=$seed
+points=(freeze cut thaw copy)
+order=()
+for p in $(printf '%s\n' "${points[@]}" | shuf --random-source=<(yes $seed)); do
+    order+=($p)
+done
+for (( i = ${#order[@]}; i < ${ROUNDS:-6}; ++i )); do
+    order+=(${points[RANDOM % 4]})
+done
+echo "points: ${order[*]}"
+
+for point in "${order[@]}"; do
+    new=c$((k + 1))
+    write_some "$point$k" $disks
+    rm -f frozen thawing
+    extra=()
+    args
+    case $point in
+        freeze)
+            extra=(--freeze-command "touch $PWD/frozen; exec cat $PWD/hold.fifo"
+                   --thaw-command true) ;;
+        cut)
+            # c again with the pause point armed (it pauses once); the
+            # test, not the tool's clock, ends the cut.
+            kill_nbdkit "$(cat c.pid)"
+            DIRTYBITMAP_TEST_PAUSE=freeze DIRTYBITMAP_TEST_PAUSE_DIR="$PWD" \
+                start_disk c 8M
+            extra=(--cut-timeout 30) ;;
+        thaw)
+            extra=(--freeze-command true
+                   --thaw-command "touch $PWD/thawing; exec cat $PWD/hold.fifo") ;;
+        copy)
+            for n in $disks; do slow_target $n $n.bak 300ms; done
+            args slow
+            extra=(--requests 1 --connections 1) ;;
+    esac
+    dirtybitmap backup "${argv[@]}" --incremental $base --checkpoint $new \
+                --remove-incremental "${extra[@]}" &
+    job=$!
+    case $point in
+        freeze)
+            wait_file frozen
+            # Frozen, and nothing paused yet.
+            no_leftovers $disks ;;
+        cut)
+            timeout 30 cat freeze.reached
+            state a | grep "^paused=true " ;;
+        thaw)
+            wait_file thawing
+            states $disks > thaw.states
+            cat thaw.states
+            test "$(grep -c ": paused=false view=backup .* $new(" thaw.states)" -eq 3 ;;
+        copy)
+            wait_target_busy a.tlog ;;
+    esac
+    kill9 $job
+    job=
+    case $point in
+        freeze|thaw) release_hold ;;
+        cut) timeout 30 sh -c ': > freeze.release' ;;
+        copy) for n in $disks; do kill_nbdkit "$(cat $n.tpid)"; done ;;
+    esac
+    servers_clean
+    again $base $new
+    same_disks $disks
+    base=$new k=$((k + 1))
+done
+
+# Leftovers made by hand.
+# 1. The new checkpoint on disk a only: removed, and the backup goes on.
+new=c$((k + 1))
+write_some left1 $disks
+dirtybitmap bitmap --add --control a.ctl $new
+args
+backup "${argv[@]}" --incremental $base --checkpoint $new \
+            --remove-incremental 2> left1.err
+cat left1.err
+grep -Fx "dirtybitmap: backup: disk a: removed checkpoint $new left by an incomplete backup" left1.err
+if grep -E "disk [bc]: removed" left1.err; then exit 1; fi
+same_disks $disks
+bitmaps_are $new $disks
+base=$new k=$((k + 1))
+
+# 2. The new checkpoint on every disk: refused, nothing changed, the
+# exact commands named; run, and the backup succeeds.
+new=c$((k + 1))
+write_some left2 $disks
+for n in $disks; do dirtybitmap bitmap --add --control $n.ctl $new; done
+states $disks > before
+r=0
+backup "${argv[@]}" --incremental $base --checkpoint $new \
+            --remove-incremental > left2.out 2> left2.err || r=$?
+cat left2.out left2.err
+test $r = 1
+states $disks > after
+diff -u before after
+remedy left2.err $new
+backup "${argv[@]}" --incremental $base --checkpoint $new \
+            --remove-incremental
+same_disks $disks
+bitmaps_are $new $disks
+base=$new k=$((k + 1))
+
+# 3. The base missing on disk b: not an incremental from a base that
+# is not there: b is resynced (read whole, compared with the checksums
+# of its last backup), a and c are incrementals, and every target
+# equals its disk.
+new=c$((k + 1))
+write_some left3 $disks
+dirtybitmap bitmap --remove --control b.ctl $base
+backup "${argv[@]}" --incremental $base --checkpoint $new \
+       --remove-incremental --output=json > left3.out 2> left3.err
+cat left3.out left3.err
+grep -F "dirtybitmap: backup: disk b: bitmap $base is missing: a resync" left3.err
+if grep -E "disk (a|c):" left3.err; then exit 1; fi
+python3 - <<'EOF'
+import json
+d = json.load(open("left3.out"))
+assert d["result"] == "complete", d
+mode = {x["name"]: x["mode"] for x in d["disks"]}
+assert mode == {"a": "incremental", "b": "resync", "c": "incremental"}, mode
+EOF
+same_disks $disks
+bitmaps_are $new $disks
+base=$new k=$((k + 1))
+
+# ... and without its checksums either: b is copied in full.
+new=c$((k + 1))
+write_some left3b $disks
+dirtybitmap bitmap --remove --control b.ctl $base
+rm b.$base.sums
+backup "${argv[@]}" --incremental $base --checkpoint $new \
+       --remove-incremental --output=json > left3b.out 2> left3b.err
+cat left3b.out left3b.err
+grep -F "disk b:" left3b.err
+python3 - <<'EOF'
+import json
+d = json.load(open("left3b.out"))
+assert d["result"] == "complete", d
+mode = {x["name"]: x["mode"] for x in d["disks"]}
+assert mode == {"a": "incremental", "b": "full", "c": "incremental"}, mode
+EOF
+same_disks $disks
+bitmaps_are $new $disks
+base=$new k=$((k + 1))
+
+# ... and missing on every disk, no checksums anywhere (a wrong name):
+# refused, nothing changed.
+new=c$((k + 1))
+write_some left3c $disks
+states $disks > before
+r=0
+backup "${argv[@]}" --incremental nosuch --checkpoint $new \
+       > left3c.out 2> left3c.err || r=$?
+cat left3c.out left3c.err
+test $r = 1
+grep -F nosuch left3c.err
+states $disks > after
+diff -u before after
+backup "${argv[@]}" --incremental $base --checkpoint $new \
+       --remove-incremental
+same_disks $disks
+bitmaps_are $new $disks
+base=$new k=$((k + 1))
+
+# 4. Another backup's view open on disk c: refused, nothing changed.
+new=c$((k + 1))
+write_some left4 $disks
+python3 "$abs_top_srcdir/tests/control.py" ok c.ctl \
+        '{"execute": "backup-begin", "arguments": {"name": "other"}}'
+states $disks > before
+r=0
+backup "${argv[@]}" --incremental $base --checkpoint $new \
+            > left4.out 2> left4.err || r=$?
+cat left4.out left4.err
+test $r = 1
+grep -F "another backup is running" left4.err
+states $disks > after
+diff -u before after
+python3 "$abs_top_srcdir/tests/control.py" ok c.ctl \
+        '{"execute": "backup-end", "arguments": {"name": "other"}}'
+backup "${argv[@]}" --incremental $base --checkpoint $new \
+            --remove-incremental
+same_disks $disks
+no_leftovers $disks
+bitmaps_are $new $disks
