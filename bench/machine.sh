@@ -3,10 +3,10 @@
 # bench/machine.sh: backing up a machine's disks at one cut
 # (dirtybitmap backup with several --disk), side by side in one run.
 #
-#   bench/machine.sh [--parts=cut,copy] [--runtime=SECONDS] [--cuts=N]
+#   bench/machine.sh [--parts=cut,steps,copy] [--runtime=SECONDS] [--cuts=N]
 #                    [--rounds=N] [--size=MIB] [--dir=DIR] [--shm=DIR]
 #
-# Parts (both by default):
+# Parts (all by default):
 #
 #   cut   4 disks of 1 TiB, each served by its own nbdkit (null plugin,
 #         the filter, bitmap c0, granularity 64K, control socket,
@@ -31,6 +31,13 @@
 #         a cut; and every cell's pooled latency percentiles.  A
 #         fourth cell, idle, makes --cuts cuts of the same servers
 #         with no writer: the window's floor.
+#   steps The cut's steps timed one by one by a client of the control
+#         sockets that makes them as dirtybitmap backup does (pause
+#         every server, backup-begin on each, resume each; each step
+#         sent to all, then the replies awaited), --cuts times, with
+#         the CPU time and the page faults of each server during
+#         backup-begin: one server of 1 GiB, 64 GiB and 1 TiB, idle;
+#         four of 1 TiB, idle and under the writers of "cut".
 #   copy  4 disks of --size MiB (default 1024) full of random data in
 #         DIR, backed up (full) five ways per round, each cell with
 #         fresh servers and targets, the page cache dropped first,
@@ -58,7 +65,7 @@ top="$(cd "$here/.." && pwd)"
 basedir="${TMPDIR:-/tmp}"
 . "$here/common.sh"
 
-parts=cut,copy
+parts=cut,steps,copy
 runtime=80
 cuts=50
 rounds=6
@@ -109,16 +116,17 @@ now () { date +%s.%N; }
 say () { echo "$@" | tee -a "$log"; }
 
 disks=(0 1 2 3)
+# The writers of the cut and steps parts: 4K random writes, QD16, over
+# one 64K granule in every 2 GiB (fio moves to the next after 64K).
+fio_args=(--ioengine=nbd --rw=randwrite --bs=4k --iodepth=16
+          --norandommap --time_based
+          --zonemode=strided --zonerange=64k --zonesize=64k
+          --zoneskip=$(( (2 << 30) - (64 << 10) ))
+          --log_unix_epoch=1 --group_reporting --output-format=json)
 
 # --- cut ---------------------------------------------------------------
 if [[ ,$parts, == *,cut,* ]]; then
     say "## cut: 4 disks of 1 TiB (null), fio 4K random writes QD16 on each, ${runtime}s per cell"
-    zoneskip=$(( (2 << 30) - (64 << 10) ))
-    fio_args=(--ioengine=nbd --rw=randwrite --bs=4k --iodepth=16
-              --norandommap --time_based --runtime="$runtime"
-              --zonemode=strided --zonerange=64k --zonesize=64k
-              --zoneskip=$zoneskip --log_unix_epoch=1 --group_reporting
-              --output-format=json)
     for cell in without-a with without-b idle; do
         w="$work/$cell"; f="$fast/$cell"; mkdir -p "$w" "$f"
         disk_args=(); jobs=()
@@ -134,10 +142,10 @@ if [[ ,$parts, == *,cut,* ]]; then
         done
         for i in "${disks[@]}"; do wait_socket "$w/$i.ctl"; done
         [ $cell != without-a ] ||
-            echo "fio: fio ${fio_args[*]} --write_lat_log=CELL/lat --output=CELL/fio.json ${jobs[*]}" >> "$log"
+            echo "fio: fio ${fio_args[*]} --runtime=$runtime --write_lat_log=CELL/lat --output=CELL/fio.json ${jobs[*]}" >> "$log"
         start=$(now)
         if [ $cell != idle ]; then
-            fio "${fio_args[@]}" --write_lat_log="$w/lat" --output="$w/fio.json" \
+            fio "${fio_args[@]}" --runtime="$runtime" --write_lat_log="$w/lat" --output="$w/fio.json" \
                 "${jobs[@]}" >/dev/null &
             fio=$!
         fi
@@ -252,6 +260,96 @@ with open(os.path.join(work, "cuts.tsv"), "w") as f:
     for k, (c, s) in enumerate(zip(cuts, stall), 1):
         f.write("%d\t%.3f\t%.3f\t%d\t%.3f\n" % (k, c[1], s, c[2], c[3]))
 EOF
+    say
+fi
+
+# --- steps -------------------------------------------------------------
+# The cut's steps one by one, made as dirtybitmap backup makes them
+# (each request sent to every server, then the replies awaited), with
+# the CPU time (every thread, /proc/PID/task/*/schedstat) and the
+# minor page faults (/proc/PID/stat) each server spends in backup-begin.
+steps_client () {
+    python3 - "$@" <<'EOF'
+import glob, json, socket, statistics, sys, time
+n, scratch, servers = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+conns, pids = [], []
+for x in servers:
+    ctl, pid = x.split(":")
+    s = socket.socket(socket.AF_UNIX); s.connect(ctl)
+    conns.append(s.makefile("rw")); pids.append(pid)
+def cpu_faults():
+    ns = faults = 0
+    for pid in pids:
+        for t in glob.glob("/proc/%s/task/*/schedstat" % pid):
+            try:
+                ns += int(open(t).read().split()[0])
+            except OSError:
+                pass
+        faults += int(open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()[7])
+    return ns / 1e6, faults
+def step(cmd, args=None):
+    req = {"execute": cmd}
+    if args is not None:
+        req["arguments"] = args
+    t = time.monotonic()
+    for f in conns:
+        f.write(json.dumps(req) + "\n"); f.flush()
+    for f in conns:
+        r = json.loads(f.readline())
+        assert "return" in r, r
+    return (time.monotonic() - t) * 1000
+v = {k: [] for k in ("pause", "begin", "resume", "window", "cpu", "faults")}
+for k in range(1, n + 1):
+    t = time.monotonic()
+    v["pause"].append(step("pause"))
+    c0, f0 = cpu_faults()
+    v["begin"].append(step("backup-begin", {
+        "name": "v", "bitmap": "c%d" % (k - 1), "checkpoint": "c%d" % k,
+        "scratch": scratch, "end-on-disconnect": True}))
+    c1, f1 = cpu_faults()
+    v["resume"].append(step("resume"))
+    v["window"].append((time.monotonic() - t) * 1000)
+    v["cpu"].append((c1 - c0) / len(pids))
+    v["faults"].append((f1 - f0) / len(pids))
+    step("backup-end", {"name": "v"})
+    step("transaction", {"actions": [{"action": "remove", "bitmap": "c%d" % (k - 1)}]})
+    time.sleep(0.1)
+m = {k: statistics.median(x) for k, x in v.items()}
+print("pause %6.1f  begin %6.1f  resume %5.1f  window %6.1f (max %6.1f) ms;"
+      "  begin per server: CPU %5.1f ms, %5.0f page faults"
+      % (m["pause"], m["begin"], m["resume"], m["window"], max(v["window"]),
+         m["cpu"], m["faults"]))
+EOF
+}
+
+if [[ ,$parts, == *,steps,* ]]; then
+    say "## steps: the cut's steps, $cuts cuts per line (medians, ms)"
+    for setup in 1G:1:idle 64G:1:idle 1T:1:idle 1T:4:idle 1T:4:fio; do
+        IFS=: read -r size nr load <<< "$setup"
+        w="$work/steps"; f="$fast/steps"; rm -rf "$w" "$f"; mkdir -p "$w" "$f"
+        srv=(); jobs=()
+        for (( i = 0; i < nr; ++i )); do
+            nbdkit -P "$w/$i.pid" -U "$w/$i.sock" --filter="$FILTER" \
+                   null $size bitmap-file="$w/$i.bitmaps" bitmap=c0 \
+                   action=add granularity=64K control="$w/$i.ctl" \
+                   </dev/null 2>/dev/null
+            jobs+=(--name=disk$i --uri="nbd+unix:///?socket=$w/$i.sock")
+        done
+        for (( i = 0; i < nr; ++i )); do
+            wait_socket "$w/$i.ctl"
+            srv+=("$w/$i.ctl:$(cat "$w/$i.pid")")
+        done
+        if [ $load = fio ]; then
+            fio "${fio_args[@]}" --runtime=3600 \
+                --output="$w/fio.json" "${jobs[@]}" >/dev/null &
+            fio=$!
+            sleep 3
+        fi
+        line=$(steps_client "$cuts" "$f" "${srv[@]}")
+        if [ $load = fio ]; then kill $fio 2>/dev/null || :; wait $fio || :; fi
+        for (( i = 0; i < nr; ++i )); do stop "$w/$i.pid"; done
+        say "$(printf '%-4s x%d %-4s %s' $size $nr $load "$line")"
+    done
     say
 fi
 
