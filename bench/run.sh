@@ -5,7 +5,7 @@
 #
 #   bench/run.sh [--quick] [--rounds=N] [--runtime=SECONDS]
 #                [--configs=A,B,...] [--workloads=W,...] [--dir=DIR]
-#                [--list] [--callgrind[=WRITES]]
+#                [--list] [--callgrind[=WRITES]] [--durability-compare]
 #
 # Every cell (configuration x workload x round) gets a fresh 2 GiB
 # sparse disk and a fresh server, and runs fio's nbd engine over a
@@ -18,6 +18,12 @@
 # --callgrind instead counts the instructions nbdkit executes per
 # 4K write over null, without and with the filter (repeatable on a
 # busy machine, unlike timings).
+#
+# --durability-compare runs durability=coarse against durability=flush
+# over file and over null, fresh and with every bit set, beside a
+# second flush server of each (A/A), 6 rounds unless --rounds says
+# otherwise; every ratio is to flush, and the report says which cells
+# fall below 0.95x flush by more than the A/A noise of the same cell.
 #
 # Needs: nbdkit, nbdsh (libnbd), qemu-img, qemu-nbd, fio with the nbd
 # engine, python3, valgrind for --callgrind, and the filter built in
@@ -48,6 +54,10 @@ QUICK_CONFIGS="file file-aa file+noextents file+bm file+bm-dirty \
 file+bm-strict file+bm-strict-dirty file+bm-coarse file+bm-coarse-dirty \
 null null+bm-dirty null+bm-coarse-dirty qemu-qcow2-bm"
 ALL_WORKLOADS="4k-rand 4k-rand-2j 64k-rand 1m-seq"
+# --durability-compare: flush, its A/A twin and coarse, fresh and dirty.
+DURABILITY_CONFIGS="file+bm file+bm-aa file+bm-coarse file+bm-dirty \
+file+bm-aa-dirty file+bm-coarse-dirty null+bm null+bm-aa null+bm-coarse \
+null+bm-dirty null+bm-aa-dirty null+bm-coarse-dirty"
 
 rounds=5
 runtime=8
@@ -57,6 +67,8 @@ basedir="${TMPDIR:-/tmp}"
 mode=full
 list=
 callgrind=
+durcmp=
+rounds_given=
 
 usage ()
 {
@@ -68,7 +80,7 @@ for arg in "$@"; do
     case "$arg" in
         --quick)
             mode=quick rounds=2 runtime=2 configs="$QUICK_CONFIGS" ;;
-        --rounds=*) rounds="${arg#*=}" ;;
+        --rounds=*) rounds="${arg#*=}" rounds_given=1 ;;
         --runtime=*) runtime="${arg#*=}" ;;
         --configs=*) configs="${arg#*=}"; configs="${configs//,/ }" ;;
         --workloads=*) workloads="${arg#*=}"; workloads="${workloads//,/ }" ;;
@@ -76,10 +88,20 @@ for arg in "$@"; do
         --list) list=1 ;;
         --callgrind) callgrind=20000 ;;
         --callgrind=*) callgrind="${arg#*=}" ;;
+        --durability-compare)
+            mode=durability durcmp=1 configs="$DURABILITY_CONFIGS" ;;
         -h|--help) usage 0 ;;
         *) echo "$prog: unknown option $arg" >&2; usage ;;
     esac
 done
+
+if [ -n "$durcmp" ]; then
+    [ -n "$rounds_given" ] || rounds=6
+    if [ -n "$callgrind" ]; then
+        echo "$prog: --durability-compare and --callgrind do not go together" >&2
+        exit 1
+    fi
+fi
 
 case "$rounds$runtime$callgrind" in
     *[!0-9]*|'') echo "$prog: --rounds, --runtime and --callgrind take whole numbers" >&2
@@ -107,14 +129,18 @@ describe ()
         file+noextents) echo "nbdkit's noextents filter over file: writes pass straight down (what any filter layer costs)" ;;
         null+noextents) echo "nbdkit's noextents filter over null (what any filter layer costs)" ;;
         file+bm) echo "filter over file: fresh bitmap, durability=flush" ;;
+        file+bm-aa) echo "filter over file: fresh bitmap, durability=flush, a second identical server (A/A)" ;;
         file+bm-dirty) echo "filter over file: every bit already set, durability=flush" ;;
+        file+bm-aa-dirty) echo "filter over file: every bit already set, durability=flush, a second identical server (A/A)" ;;
         file+bm-strict) echo "filter over file: fresh bitmap, durability=strict" ;;
         file+bm-strict-dirty) echo "filter over file: every bit already set, durability=strict" ;;
         file+bm-coarse) echo "filter over file: fresh bitmap, durability=coarse (16M)" ;;
         file+bm-coarse-dirty) echo "filter over file: every bit already set, durability=coarse (16M)" ;;
         null) echo "nbdkit null (drops writes), no filter (baseline for null+bm*)" ;;
         null+bm) echo "filter over null: fresh bitmap, durability=flush" ;;
+        null+bm-aa) echo "filter over null: fresh bitmap, durability=flush, a second identical server (A/A)" ;;
         null+bm-dirty) echo "filter over null: every bit already set, durability=flush" ;;
+        null+bm-aa-dirty) echo "filter over null: every bit already set, durability=flush, a second identical server (A/A)" ;;
         null+bm-strict) echo "filter over null: fresh bitmap, durability=strict" ;;
         null+bm-coarse) echo "filter over null: fresh bitmap, durability=coarse (16M)" ;;
         null+bm-coarse-dirty) echo "filter over null: every bit already set, durability=coarse (16M)" ;;
@@ -124,9 +150,15 @@ describe ()
     esac
 }
 
-# The configuration whose per-round value divides this one's.
+# The configuration whose per-round value divides this one's.  With
+# --durability-compare, a filter configuration's flush twin.
 baseline_of ()
 {
+    if [ -n "$durcmp" ]; then
+        case "$1" in
+            *+bm*) local b="${1/-aa/}"; echo "${b/-coarse/}"; return ;;
+        esac
+    fi
     case "$1" in
         memory*) echo memory ;;
         null*) echo null ;;
@@ -229,6 +261,13 @@ if [ -n "$list" ]; then
     echo "Workloads:"
     for w in $ALL_WORKLOADS; do printf '  %-22s %s\n' "$w" "$(workload_title "$w")"; done
     echo "--quick: --rounds=2 --runtime=2 --configs=${QUICK_CONFIGS// /,}"
+    echo "--durability-compare: --rounds=6 --configs=${DURABILITY_CONFIGS// /,}, ratios to flush"
+    for c in $DURABILITY_CONFIGS; do
+        case " $ALL_CONFIGS " in
+            *" $c "*) ;;
+            *) printf '  %-22s %s\n' "$c" "$(describe "$c")" ;;
+        esac
+    done
     exit 0
 fi
 
@@ -544,7 +583,7 @@ for c in $configs; do bases+="$c=$(baseline_of "$c");"; done
 titles=
 for w in $workloads; do titles+="$w=$(workload_title "$w");"; done
 
-python3 - "$results" "$bases" "$titles" <<'EOF' | tee -a "$log"
+python3 - "$results" "$bases" "$titles" "$mode" <<'EOF' | tee -a "$log"
 import csv, statistics, sys
 
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
@@ -599,6 +638,47 @@ for w in workloads:
               (c, fmt % med(vs), (fmt % min(vs)) + "-" + (fmt % max(vs)),
                rtxt, rng, med(cs), ctxt, vs_))
     print()
+
+# --durability-compare: coarse against flush, cell by cell, beside
+# the A/A pair of the same cell.  A cell is below when its median
+# per-round ratio is under 0.95 by more than the A/A pair's median is
+# away from 1.00 (the noise of a median in that cell, in that run).
+if sys.argv[4] == "durability":
+    print("coarse / flush and the A/A pair (flush / flush), median of the")
+    print("per-round ratios [min-max]; limit: 0.95 - |1 - A/A|")
+    print("  %-6s %-6s %-10s %20s %20s %7s  %s" %
+          ("over", "bits", "workload", "coarse / flush", "A/A", "limit",
+           "verdict"))
+    below, below95, cells = [], [], 0
+    for plugin in ("file", "null"):
+        for bits, sfx in (("fresh", ""), ("set", "-dirty")):
+            flush = plugin + "+bm" + sfx
+            for w in workloads:
+                rc = ratios(w, plugin + "+bm-coarse" + sfx, flush)
+                ra = ratios(w, plugin + "+bm-aa" + sfx, flush)
+                if not rc or not ra:
+                    continue
+                cells += 1
+                mc, ma = med(rc), med(ra)
+                limit = 0.95 - abs(1 - ma)
+                verdict = "ok"
+                if mc < 0.95:
+                    below95.append((plugin, bits, w))
+                    verdict = "below 0.95, within the noise"
+                if mc < limit:
+                    below.append((plugin, bits, w))
+                    verdict = "BELOW"
+                print("  %-6s %-6s %-10s %6.3f [%.2f-%.2f] %6.3f [%.2f-%.2f] %7.3f  %s"
+                      % (plugin, bits, w, mc, min(rc), max(rc),
+                         ma, min(ra), max(ra), limit, verdict))
+    print()
+    print("cells below 0.95x flush: %d of %d; beyond the A/A noise: %d of %d"
+          % (len(below95), cells, len(below), cells))
+    for b in below:
+        print("  below beyond the noise: over %s, bits %s, %s" % b)
+    print("verdict: %s" % ("coarse can be the default" if not below
+                           else "flush stays the default"))
+    sys.exit(0)
 
 # The targets, where their configurations were run.
 def line(desc, w, a, b, want=None):
