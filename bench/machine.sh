@@ -4,20 +4,22 @@
 # (dirtybitmap backup with several --disk), side by side in one run.
 #
 #   bench/machine.sh [--parts=cut,steps,copy] [--runtime=SECONDS] [--cuts=N]
-#                    [--rounds=N] [--size=MIB] [--dir=DIR] [--shm=DIR]
+#                    [--cut-size=SIZE] [--rounds=N] [--size=MIB]
+#                    [--dir=DIR] [--shm=DIR]
 #
 # Parts (all by default):
 #
-#   cut   4 disks of 1 TiB, each served by its own nbdkit (null plugin,
-#         the filter, bitmap c0, granularity 64K, control socket,
-#         bitmap files in DIR), and one fio with one job per disk, 4K
-#         random writes, QD16, for --runtime seconds (default 80).
-#         The writes go at random over a 64K granule in every 2 GiB of
-#         each disk (fio zonemode=strided), so every page of every
-#         bitmap is written between two cuts but an incremental backup
-#         copies at most 512 granules (32 MiB) per disk.  Three cells,
-#         each with fresh servers: without-a (no cuts), with, without-b
-#         (the A/A pair).  In "with", from 3 s on and until 3 s before
+#   cut   4 disks of 1 TiB (--cut-size), each served by its own
+#         nbdkit (null plugin, the filter, bitmap c0, granularity 64K,
+#         control socket, bitmap files in DIR), and one fio with one
+#         job per disk, 4K random writes, QD16, for --runtime seconds
+#         (default 80).  The writes go at random over a 64K granule in
+#         every 2 GiB of each disk (fio zonemode=strided), so every
+#         page of every bitmap is written between two cuts but an
+#         incremental backup copies at most 512 granules (32 MiB) per
+#         1 TiB disk.  Three cells, each with fresh servers:
+#         without-a (no cuts), with, without-b (the A/A pair).  In
+#         "with", from 3 s on and until 3 s before
 #         the end, back to back (0.1 s apart, at least --cuts, default
 #         50): dirtybitmap backup --disk x4 --checkpoint cN
 #         --incremental c(N-1) --remove-incremental --output=json
@@ -68,6 +70,7 @@ basedir="${TMPDIR:-/tmp}"
 parts=cut,steps,copy
 runtime=80
 cuts=50
+cut_size=1T
 rounds=6
 size_mib=1024
 shm=/dev/shm
@@ -76,6 +79,7 @@ for arg in "$@"; do
         --parts=*) parts="${arg#*=}" ;;
         --runtime=*) runtime="${arg#*=}" ;;
         --cuts=*) cuts="${arg#*=}" ;;
+        --cut-size=*) cut_size="${arg#*=}" ;;
         --rounds=*) rounds="${arg#*=}" ;;
         --size=*) size_mib="${arg#*=}" ;;
         --dir=*) basedir="${arg#*=}" ;;
@@ -126,17 +130,17 @@ fio_args=(--ioengine=nbd --rw=randwrite --bs=4k --iodepth=16
 
 # --- cut ---------------------------------------------------------------
 if [[ ,$parts, == *,cut,* ]]; then
-    say "## cut: 4 disks of 1 TiB (null), fio 4K random writes QD16 on each, ${runtime}s per cell"
+    say "## cut: 4 disks of $cut_size (null), fio 4K random writes QD16 on each, ${runtime}s per cell"
     for cell in without-a with without-b idle; do
         w="$work/$cell"; f="$fast/$cell"; mkdir -p "$w" "$f"
         disk_args=(); jobs=()
         for i in "${disks[@]}"; do
             server=(nbdkit -P "$w/$i.pid" -U "$w/$i.sock" --filter="$FILTER"
-                    null 1T bitmap-file="$w/$i.bitmaps" bitmap=c0 action=add
+                    null $cut_size bitmap-file="$w/$i.bitmaps" bitmap=c0 action=add
                     granularity=64K control="$w/$i.ctl")
             [ $cell != without-a ] || [ $i != 0 ] || echo "server: ${server[*]}" >> "$log"
             "${server[@]}" </dev/null 2>"$w/$i.log"
-            truncate -s 1T "$f/$i.img"
+            truncate -s $cut_size "$f/$i.img"
             disk_args+=(--disk "control=$w/$i.ctl,source=nbd+unix:///?socket=$w/$i.sock,target=$f/$i.img")
             jobs+=(--name=disk$i --uri="nbd+unix:///?socket=$w/$i.sock")
         done
