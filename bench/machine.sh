@@ -98,7 +98,7 @@ trap 'for p in "$work"/*/*.pid; do [ -s "$p" ] && kill "$(cat "$p")" 2>/dev/null
 log="$work/log"
 { echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "command: $prog $*"; machine_info
-  echo "fs of $shm (targets, scratch): $(findmnt -n -o FSTYPE -T "$shm")"; echo; } | tee "$log"
+  echo "fs of $shm (targets, scratch): $(findmnt -n -o FSTYPE -T "$shm" | head -1)"; echo; } | tee "$log"
 
 # wait_socket PATH
 wait_socket () {
