@@ -4,24 +4,28 @@
 # (dirtybitmap backup with several --disk), side by side in one run.
 #
 #   bench/machine.sh [--parts=cut,steps,copy] [--runtime=SECONDS] [--cuts=N]
-#                    [--rounds=N] [--size=MIB] [--dir=DIR] [--shm=DIR]
+#                    [--cut-size=SIZE] [--rounds=N] [--size=MIB]
+#                    [--dir=DIR] [--shm=DIR]
 #
 # Parts (all by default):
 #
-#   cut   4 disks of 1 TiB, each served by its own nbdkit (null plugin,
-#         the filter, bitmap c0, granularity 64K, control socket,
-#         bitmap files in DIR), and one fio with one job per disk, 4K
-#         random writes, QD16, for --runtime seconds (default 80).
-#         The writes go at random over a 64K granule in every 2 GiB of
-#         each disk (fio zonemode=strided), so every page of every
-#         bitmap is written between two cuts but an incremental backup
-#         copies at most 512 granules (32 MiB) per disk.  Three cells,
-#         each with fresh servers: without-a (no cuts), with, without-b
-#         (the A/A pair).  In "with", from 3 s on and until 3 s before
+#   cut   4 disks of 1 TiB (--cut-size), each served by its own
+#         nbdkit (null plugin, the filter, bitmap c0, granularity 64K,
+#         control socket, bitmap files in DIR), and one fio with one
+#         job per disk, 4K random writes, QD16, for --runtime seconds
+#         (default 80).  The writes go at random over a 64K granule in
+#         every 2 GiB of each disk (fio zonemode=strided), so every
+#         page of every bitmap is written between two cuts but an
+#         incremental backup copies at most 512 granules (32 MiB) per
+#         1 TiB disk.  Three cells, each with fresh servers:
+#         without-a (no cuts), with, without-b (the A/A pair).  In
+#         "with", from 3 s on and until 3 s before
 #         the end, back to back (0.1 s apart, at least --cuts, default
 #         50): dirtybitmap backup --disk x4 --checkpoint cN
 #         --incremental c(N-1) --remove-incremental --output=json
-#         --manifest, targets and scratch in SHM (tmpfs).  Reports the
+#         --manifest, targets and scratch in SHM (tmpfs); a cut that
+#         fails is counted and shown, and the next one starts again
+#         from the last good checkpoint.  Reports the
 #         window of each cut (JSON "cut-ms": first pause sent to last
 #         resume answered), and for each cut the longest latency of a
 #         write whose time in flight overlapped the window (fio's
@@ -68,6 +72,7 @@ basedir="${TMPDIR:-/tmp}"
 parts=cut,steps,copy
 runtime=80
 cuts=50
+cut_size=1T
 rounds=6
 size_mib=1024
 shm=/dev/shm
@@ -76,6 +81,7 @@ for arg in "$@"; do
         --parts=*) parts="${arg#*=}" ;;
         --runtime=*) runtime="${arg#*=}" ;;
         --cuts=*) cuts="${arg#*=}" ;;
+        --cut-size=*) cut_size="${arg#*=}" ;;
         --rounds=*) rounds="${arg#*=}" ;;
         --size=*) size_mib="${arg#*=}" ;;
         --dir=*) basedir="${arg#*=}" ;;
@@ -94,7 +100,7 @@ trap 'for p in "$work"/*/*.pid; do [ -s "$p" ] && kill "$(cat "$p")" 2>/dev/null
 log="$work/log"
 { echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "command: $prog $*"; machine_info
-  echo "fs of $shm (targets, scratch): $(findmnt -n -o FSTYPE -T "$shm")"; echo; } | tee "$log"
+  echo "fs of $shm (targets, scratch): $(findmnt -n -o FSTYPE -T "$shm" | head -1)"; echo; } | tee "$log"
 
 # wait_socket PATH
 wait_socket () {
@@ -126,17 +132,17 @@ fio_args=(--ioengine=nbd --rw=randwrite --bs=4k --iodepth=16
 
 # --- cut ---------------------------------------------------------------
 if [[ ,$parts, == *,cut,* ]]; then
-    say "## cut: 4 disks of 1 TiB (null), fio 4K random writes QD16 on each, ${runtime}s per cell"
+    say "## cut: 4 disks of $cut_size (null), fio 4K random writes QD16 on each, ${runtime}s per cell"
     for cell in without-a with without-b idle; do
         w="$work/$cell"; f="$fast/$cell"; mkdir -p "$w" "$f"
         disk_args=(); jobs=()
         for i in "${disks[@]}"; do
             server=(nbdkit -P "$w/$i.pid" -U "$w/$i.sock" --filter="$FILTER"
-                    null 1T bitmap-file="$w/$i.bitmaps" bitmap=c0 action=add
+                    null $cut_size bitmap-file="$w/$i.bitmaps" bitmap=c0 action=add
                     granularity=64K control="$w/$i.ctl")
             [ $cell != without-a ] || [ $i != 0 ] || echo "server: ${server[*]}" >> "$log"
             "${server[@]}" </dev/null 2>"$w/$i.log"
-            truncate -s 1T "$f/$i.img"
+            truncate -s $cut_size "$f/$i.img"
             disk_args+=(--disk "control=$w/$i.ctl,source=nbd+unix:///?socket=$w/$i.sock,target=$f/$i.img")
             jobs+=(--name=disk$i --uri="nbd+unix:///?socket=$w/$i.sock")
         done
@@ -151,14 +157,19 @@ if [[ ,$parts, == *,cut,* ]]; then
         fi
         if [ $cell = with ] || [ $cell = idle ]; then
             [ $cell = idle ] || sleep 3
-            n=0
+            # A cut that fails (past --cut-timeout, say) is counted, and
+            # the next one starts again from the last good checkpoint.
+            n=0 base=c0
             while python3 -c "import sys; sys.exit(not ($n < $cuts or ('$cell' == 'with' and $(now) < $start + $runtime - 3)))"; do
                 n=$((n + 1))
-                [ $n != 1 ] || [ $cell != with ] || echo "cut: $DIRTYBITMAP backup ${disk_args[*]} --scratch $f --checkpoint c$n --incremental c$((n - 1)) --remove-incremental --output=json --manifest $w/cut$n.manifest" >> "$log"
-                "$DIRTYBITMAP" backup "${disk_args[@]}" --scratch "$f" \
-                    --checkpoint c$n --incremental c$((n - 1)) \
-                    --remove-incremental --output=json \
-                    --manifest "$w/cut$n.manifest" > "$w/cut$n.json"
+                [ $n != 1 ] || [ $cell != with ] || echo "cut: $DIRTYBITMAP backup ${disk_args[*]} --scratch $f --checkpoint c$n --incremental $base --remove-incremental --output=json --manifest $w/cut$n.manifest" >> "$log"
+                if "$DIRTYBITMAP" backup "${disk_args[@]}" --scratch "$f" \
+                       --checkpoint c$n --incremental $base \
+                       --remove-incremental --output=json \
+                       --manifest "$w/cut$n.manifest" > "$w/cut$n.json" \
+                       2> "$w/cut$n.err"; then
+                    base=c$n
+                fi
                 sleep 0.1
             done
             if [ $cell = with ] && ! alive $fio; then
@@ -216,23 +227,33 @@ for cell in ("without-a", "with", "without-b"):
     del s
 
 def read_cuts(cell):
-    cuts, n = [], 1
+    """The cuts made (complete or not), and the first error of each
+    that failed."""
+    cuts, failed, n = [], [], 1
     while os.path.exists(os.path.join(work, cell, "cut%d.json" % n)):
-        j = json.load(open(os.path.join(work, cell, "cut%d.json" % n)))
-        m = json.load(open(os.path.join(work, cell, "cut%d.manifest" % n)))
-        assert j["result"] == "complete", j
-        t = datetime.datetime.strptime(m["cut"]["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
-        t = t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000
-        cuts.append((t, j["cut-ms"], j["bytes-copied"] + j["bytes-zeroed"],
-                     j["seconds"]))
+        base = os.path.join(work, cell, "cut%d" % n)
+        j = json.load(open(base + ".json"))
+        if j["result"] != "complete":
+            err = open(base + ".err").read().splitlines()
+            failed.append("cut %d: %s" % (n, err[0] if err else j["error"]))
+        if j["cut-ms"] is not None:
+            m = json.load(open(base + ".manifest"))
+            t = datetime.datetime.strptime(m["cut"]["time"],
+                                           "%Y-%m-%dT%H:%M:%S.%fZ")
+            t = t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000
+            cuts.append((t, j["cut-ms"], j["bytes-copied"] + j["bytes-zeroed"],
+                         j["seconds"]))
         n += 1
-    return cuts
+    return cuts, failed
 
-cuts = read_cuts("with")
+cuts, failed = read_cuts("with")
+for f in failed:
+    print("failed: " + f)
 win = [c[1] for c in cuts]
-print("cuts: %d (want >= %d); each copied (or zeroed) a median %.1f MiB "
+print("cuts: %d (want >= %d), %d failed; each copied (or zeroed) a median %.1f MiB "
       "over 4 disks in %.3f s" % (
-          len(cuts), want, statistics.median(c[2] for c in cuts) / 2**20,
+          len(cuts), want, len(failed),
+          statistics.median(c[2] for c in cuts) / 2**20,
           statistics.median(c[3] for c in cuts)))
 print("cut window (first pause sent to last resume answered): median %.1f ms, "
       "p99 %.1f ms, max %.1f ms  (target p99 < 50 ms)"
@@ -248,10 +269,14 @@ for cell in ("without-a", "without-b"):
          for t, ms, _, _ in cuts]
     print("  the same windows laid on %s (no cut): median %.1f ms, p99 %.1f ms,"
           " max %.1f ms" % (cell, statistics.median(s), pct(s, 99), max(s)))
-idle = [c[1] for c in read_cuts("idle")]
-print("idle (the same servers, no writer), %d cuts: window median %.1f ms, "
-      "p99 %.1f ms, max %.1f ms" % (len(idle), statistics.median(idle),
-                                    pct(idle, 99), max(idle)))
+idle, failed = read_cuts("idle")
+idle = [c[1] for c in idle]
+print("idle (the same servers, no writer), %d cuts, %d failed: window "
+      "median %.1f ms, p99 %.1f ms, max %.1f ms"
+      % (len(idle), len(failed), statistics.median(idle), pct(idle, 99),
+         max(idle)))
+for f in failed:
+    print("failed: " + f)
 print("p99 over %d cuts is the %s value (nearest rank)"
       % (len(cuts), "largest" if math.ceil(0.99 * len(cuts)) == len(cuts)
          else "%dth smallest" % math.ceil(0.99 * len(cuts))))
