@@ -171,7 +171,7 @@ agent --hang-freeze
 before
 r=0
 python3 "$moracle" run hang.times \
-        timeout -k 5 60 dirtybitmap backup "${args[@]}" \
+        timeout --foreground -k 5 60 dirtybitmap backup "${args[@]}" \
         --guest-agent "$PWD/qga.sock" --freeze-timeout 1 \
         --incremental c2 --checkpoint c3 > hang.out 2> hang.err || r=$?
 cat qga.log hang.out hang.err
@@ -189,7 +189,7 @@ unchanged
 # 3. SIGTERM while the agent holds its answer to the freeze.
 agent --hold-freeze "$PWD/hold.fifo"
 before
-timeout -k 5 60 dirtybitmap backup "${args[@]}" --guest-agent "$PWD/qga.sock" \
+timeout --foreground -k 5 60 dirtybitmap backup "${args[@]}" --guest-agent "$PWD/qga.sock" \
             --freeze-timeout 3 --incremental c2 --checkpoint c3 \
             > term1.out 2> term1.err &
 job=$!
@@ -215,7 +215,7 @@ DIRTYBITMAP_TEST_PAUSE=freeze DIRTYBITMAP_TEST_PAUSE_DIR="$PWD" \
     start_disk b 8M
 agent
 before
-timeout -k 5 60 dirtybitmap backup "${args[@]}" --guest-agent "$PWD/qga.sock" \
+timeout --foreground -k 5 60 dirtybitmap backup "${args[@]}" --guest-agent "$PWD/qga.sock" \
             --cut-timeout 30 --incremental c2 --checkpoint c3 \
             > term2.out 2> term2.err &
 job=$!
@@ -273,7 +273,7 @@ rm -f cmd.log
 before
 r=0
 python3 "$moracle" run hcmd.times \
-        timeout -k 5 60 dirtybitmap backup "${args[@]}" \
+        timeout --foreground -k 5 60 dirtybitmap backup "${args[@]}" \
         --freeze-command "echo freeze >> $PWD/cmd.log; exec cat $PWD/hold.fifo" \
         --thaw-command "echo thaw >> $PWD/cmd.log" --freeze-timeout 1 \
         --incremental c3 --checkpoint c4 > hcmd.out 2> hcmd.err || r=$?
