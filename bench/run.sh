@@ -5,11 +5,14 @@
 #
 #   bench/run.sh [--quick] [--rounds=N] [--runtime=SECONDS]
 #                [--configs=A,B,...] [--workloads=W,...] [--dir=DIR]
-#                [--list] [--callgrind[=WRITES]]
+#                [--bitmap-dir=DIR] [--list] [--callgrind[=WRITES]]
+#                [--durability-compare]
 #
 # Every cell (configuration x workload x round) gets a fresh 2 GiB
 # sparse disk and a fresh server, and runs fio's nbd engine over a
-# Unix socket for --runtime seconds.  Rounds interleave the
+# Unix socket for --runtime seconds (--dir: where the disks go;
+# --bitmap-dir: where the filter's bitmap files go, by default beside
+# the disk).  Rounds interleave the
 # configurations (A B C ..., then ... C B A), so a slow phase of the
 # machine hits all of them alike; ratios are the median of per-round
 # ratios.  The "file-aa" configuration is a second, identical nbdkit
@@ -18,6 +21,12 @@
 # --callgrind instead counts the instructions nbdkit executes per
 # 4K write over null, without and with the filter (repeatable on a
 # busy machine, unlike timings).
+#
+# --durability-compare runs durability=coarse against durability=flush
+# over file and over null, fresh and with every bit set, beside a
+# second flush server of each (A/A), 6 rounds unless --rounds says
+# otherwise; every ratio is to flush, and the report says which cells
+# fall below 0.95x flush beyond the A/A noise of the same cell.
 #
 # Needs: nbdkit, nbdsh (libnbd), qemu-img, qemu-nbd, fio with the nbd
 # engine, python3, valgrind for --callgrind, and the filter built in
@@ -48,15 +57,22 @@ QUICK_CONFIGS="file file-aa file+noextents file+bm file+bm-dirty \
 file+bm-strict file+bm-strict-dirty file+bm-coarse file+bm-coarse-dirty \
 null null+bm-dirty null+bm-coarse-dirty qemu-qcow2-bm"
 ALL_WORKLOADS="4k-rand 4k-rand-2j 64k-rand 1m-seq"
+# --durability-compare: flush, its A/A twin and coarse, fresh and dirty.
+DURABILITY_CONFIGS="file+bm file+bm-aa file+bm-coarse file+bm-dirty \
+file+bm-aa-dirty file+bm-coarse-dirty null+bm null+bm-aa null+bm-coarse \
+null+bm-dirty null+bm-aa-dirty null+bm-coarse-dirty"
 
 rounds=5
 runtime=8
 configs="$ALL_CONFIGS"
 workloads="$ALL_WORKLOADS"
 basedir="${TMPDIR:-/tmp}"
+bmbase=
 mode=full
 list=
 callgrind=
+durcmp=
+rounds_given=
 
 usage ()
 {
@@ -68,18 +84,29 @@ for arg in "$@"; do
     case "$arg" in
         --quick)
             mode=quick rounds=2 runtime=2 configs="$QUICK_CONFIGS" ;;
-        --rounds=*) rounds="${arg#*=}" ;;
+        --rounds=*) rounds="${arg#*=}" rounds_given=1 ;;
         --runtime=*) runtime="${arg#*=}" ;;
         --configs=*) configs="${arg#*=}"; configs="${configs//,/ }" ;;
         --workloads=*) workloads="${arg#*=}"; workloads="${workloads//,/ }" ;;
         --dir=*) basedir="${arg#*=}" ;;
+        --bitmap-dir=*) bmbase="${arg#*=}" ;;
         --list) list=1 ;;
         --callgrind) callgrind=20000 ;;
         --callgrind=*) callgrind="${arg#*=}" ;;
+        --durability-compare)
+            mode=durability durcmp=1 configs="$DURABILITY_CONFIGS" ;;
         -h|--help) usage 0 ;;
         *) echo "$prog: unknown option $arg" >&2; usage ;;
     esac
 done
+
+if [ -n "$durcmp" ]; then
+    [ -n "$rounds_given" ] || rounds=6
+    if [ -n "$callgrind" ]; then
+        echo "$prog: --durability-compare and --callgrind do not go together" >&2
+        exit 1
+    fi
+fi
 
 case "$rounds$runtime$callgrind" in
     *[!0-9]*|'') echo "$prog: --rounds, --runtime and --callgrind take whole numbers" >&2
@@ -92,7 +119,8 @@ esac
 #
 # Each is three command strings run with eval, and printed verbatim in
 # the header so that anyone can rerun one cell by hand: $d is the
-# cell's directory, $FILTER the filter, $SIZE the disk size.
+# cell's directory, $b where its bitmap file goes ($d unless
+# --bitmap-dir), $FILTER the filter, $SIZE the disk size.
 
 SIZE=2G
 SIZE_BYTES=$((2 * 1024 * 1024 * 1024))
@@ -107,14 +135,18 @@ describe ()
         file+noextents) echo "nbdkit's noextents filter over file: writes pass straight down (what any filter layer costs)" ;;
         null+noextents) echo "nbdkit's noextents filter over null (what any filter layer costs)" ;;
         file+bm) echo "filter over file: fresh bitmap, durability=flush" ;;
+        file+bm-aa) echo "filter over file: fresh bitmap, durability=flush, a second identical server (A/A)" ;;
         file+bm-dirty) echo "filter over file: every bit already set, durability=flush" ;;
+        file+bm-aa-dirty) echo "filter over file: every bit already set, durability=flush, a second identical server (A/A)" ;;
         file+bm-strict) echo "filter over file: fresh bitmap, durability=strict" ;;
         file+bm-strict-dirty) echo "filter over file: every bit already set, durability=strict" ;;
         file+bm-coarse) echo "filter over file: fresh bitmap, durability=coarse (16M)" ;;
         file+bm-coarse-dirty) echo "filter over file: every bit already set, durability=coarse (16M)" ;;
         null) echo "nbdkit null (drops writes), no filter (baseline for null+bm*)" ;;
         null+bm) echo "filter over null: fresh bitmap, durability=flush" ;;
+        null+bm-aa) echo "filter over null: fresh bitmap, durability=flush, a second identical server (A/A)" ;;
         null+bm-dirty) echo "filter over null: every bit already set, durability=flush" ;;
+        null+bm-aa-dirty) echo "filter over null: every bit already set, durability=flush, a second identical server (A/A)" ;;
         null+bm-strict) echo "filter over null: fresh bitmap, durability=strict" ;;
         null+bm-coarse) echo "filter over null: fresh bitmap, durability=coarse (16M)" ;;
         null+bm-coarse-dirty) echo "filter over null: every bit already set, durability=coarse (16M)" ;;
@@ -124,9 +156,15 @@ describe ()
     esac
 }
 
-# The configuration whose per-round value divides this one's.
+# The configuration whose per-round value divides this one's.  With
+# --durability-compare, a filter configuration's flush twin.
 baseline_of ()
 {
+    if [ -n "$durcmp" ]; then
+        case "$1" in
+            *+bm*) local b="${1/-aa/}"; echo "${b/-coarse/}"; return ;;
+        esac
+    fi
     case "$1" in
         memory*) echo memory ;;
         null*) echo null ;;
@@ -145,6 +183,9 @@ setup_cmd ()
 }
 
 NBDKIT='nbdkit -U $d/sock -P $d/pid'
+# The file plugin's bitmap file is beside the disk unless --bitmap-dir.
+FILE_BMF=
+[ -z "$bmbase" ] || FILE_BMF=' bitmap-file=$b/disk.img.bitmaps'
 QEMU_NBD='qemu-nbd --fork --pid-file=$d/pid -k $d/sock -e 8 -t --cache=writeback --aio=threads'
 
 server_cmd ()
@@ -157,13 +198,13 @@ server_cmd ()
     esac
     case "$1" in
         memory) echo "$NBDKIT memory \$SIZE" ;;
-        memory+bm) echo "$NBDKIT --filter=\$FILTER memory \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps$strict" ;;
+        memory+bm) echo "$NBDKIT --filter=\$FILTER memory \$SIZE bitmap=b0 action=add bitmap-file=\$b/bitmaps$strict" ;;
         file|file-aa) echo "$NBDKIT file \$d/disk.img" ;;
         file+noextents) echo "$NBDKIT --filter=noextents file \$d/disk.img" ;;
         null+noextents) echo "$NBDKIT --filter=noextents null \$SIZE" ;;
-        file+bm*) echo "$NBDKIT --filter=\$FILTER file \$d/disk.img bitmap=b0 action=add$strict" ;;
+        file+bm*) echo "$NBDKIT --filter=\$FILTER file \$d/disk.img bitmap=b0 action=add$FILE_BMF$strict" ;;
         null) echo "$NBDKIT null \$SIZE" ;;
-        null+bm*) echo "$NBDKIT --filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps$strict" ;;
+        null+bm*) echo "$NBDKIT --filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$b/bitmaps$strict" ;;
         qemu-qcow2-bm) echo "$QEMU_NBD -f qcow2 \$d/disk.qcow2" ;;
         qemu-raw) echo "$QEMU_NBD -f raw \$d/disk.img" ;;
     esac
@@ -174,8 +215,8 @@ server_cmd ()
 bitmap_file_of ()
 {
     case "$1" in
-        file+bm*) echo "$d/disk.img.bitmaps" ;;
-        *+bm*) echo "$d/bitmaps" ;;
+        file+bm*) echo "$b/disk.img.bitmaps" ;;
+        *+bm*) echo "$b/bitmaps" ;;
     esac
 }
 
@@ -229,6 +270,13 @@ if [ -n "$list" ]; then
     echo "Workloads:"
     for w in $ALL_WORKLOADS; do printf '  %-22s %s\n' "$w" "$(workload_title "$w")"; done
     echo "--quick: --rounds=2 --runtime=2 --configs=${QUICK_CONFIGS// /,}"
+    echo "--durability-compare: --rounds=6 --configs=${DURABILITY_CONFIGS// /,}, ratios to flush"
+    for c in $DURABILITY_CONFIGS; do
+        case " $ALL_CONFIGS " in
+            *" $c "*) ;;
+            *) printf '  %-22s %s\n' "$c" "$(describe "$c")" ;;
+        esac
+    done
     exit 0
 fi
 
@@ -264,6 +312,9 @@ work="$(mktemp -d "$basedir/dirtybitmap-bench.XXXXXX")"
 results="$work/results.tsv"
 log="$work/log"
 d=
+b=
+bwork=
+[ -z "$bmbase" ] || bwork="$(mktemp -d "$bmbase/dirtybitmap-bench-bitmaps.XXXXXX")"
 
 
 # Stop a server: nbdkit with SIGTERM (the filter syncs its bitmaps);
@@ -298,6 +349,7 @@ cleanup ()
     [ -n "$current" ] && stop_server "$current"
     [ -n "$cg_pid" ] && kill -TERM "$cg_pid" 2>/dev/null && wait "$cg_pid"
     case "$d" in "$work"/*) rm -rf "$d" ;; esac
+    [ -z "$bwork" ] || rm -rf "$bwork"
     if [ $status -ne 0 ]; then
         echo "$prog: failed; the log is in $log" >&2
     fi
@@ -427,6 +479,8 @@ fi
     echo "# dirtybitmap write benchmark ($mode)"
     machine "$@"
     echo "rounds: $rounds, runtime: ${runtime}s per cell, disk: $SIZE sparse in $basedir"
+    [ -z "$bmbase" ] ||
+        echo "bitmap files (\$b) in $bwork, on: $(findmnt -n -o FSTYPE,OPTIONS -T "$bmbase" 2>/dev/null)"
     echo
     echo "Commands of one cell (\$d: the cell's directory, \$SIZE=$SIZE,"
     echo "\$FILTER=$FILTER):"
@@ -471,6 +525,12 @@ run_cell ()
     d="$work/cell"
     rm -rf "$d"
     mkdir "$d"
+    b="$d"
+    if [ -n "$bwork" ]; then
+        b="$bwork/cell"
+        rm -rf "$b"
+        mkdir "$b"
+    fi
     wargs="$(workload_args "$w")"
 
     echo "== round $r $w $c" >> "$log"
@@ -514,7 +574,8 @@ EOF
     stop_server "$c"
     current=
     rm -rf "$d"
-    d=
+    [ "$b" = "$d" ] || rm -rf "$b"
+    d= b=
     printf '%s\t%s\t%s\t%s\n' "$r" "$w" "$c" "$v" >> "$results"
 }
 
@@ -544,7 +605,7 @@ for c in $configs; do bases+="$c=$(baseline_of "$c");"; done
 titles=
 for w in $workloads; do titles+="$w=$(workload_title "$w");"; done
 
-python3 - "$results" "$bases" "$titles" <<'EOF' | tee -a "$log"
+python3 - "$results" "$bases" "$titles" "$mode" <<'EOF' | tee -a "$log"
 import csv, statistics, sys
 
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
@@ -599,6 +660,75 @@ for w in workloads:
               (c, fmt % med(vs), (fmt % min(vs)) + "-" + (fmt % max(vs)),
                rtxt, rng, med(cs), ctxt, vs_))
     print()
+
+# --durability-compare: coarse against flush, cell by cell, beside
+# the A/A pair of the same cell.  A cell is below when its median
+# per-round ratio is under 0.95 and its rounds rank below the A/A
+# pair's rounds beyond chance: the one-sided exact rank-sum
+# (Mann-Whitney) test of the coarse / flush ratios against the
+# flush / flush ratios, p < 0.05.  (The A/A pair's rounds are the
+# noise of that cell in that run; on a busy machine a single median
+# of them can sit near 1.00 while the rounds spread far wider.)
+def rank_p(xs, ys):
+    """P(the rank sum of xs is at most the observed one), xs and ys
+    exchangeable; ties count half."""
+    import itertools
+    allv = xs + ys
+    order = sorted(range(len(allv)), key=lambda i: allv[i])
+    rank = [0.0] * len(allv)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and allv[order[j + 1]] == allv[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            rank[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    obs = sum(rank[:len(xs)])
+    n = total = 0
+    for idx in itertools.combinations(range(len(allv)), len(xs)):
+        t = sum(rank[k] for k in idx)
+        total += 1
+        n += 1 if t < obs - 1e-9 else 0.5 if abs(t - obs) < 1e-9 else 0
+    return n / total
+
+if sys.argv[4] == "durability":
+    print("coarse / flush and the A/A pair (flush / flush), median of the")
+    print("per-round ratios [min-max]; p: one-sided rank test, coarse's rounds")
+    print("below the A/A's; below: median < 0.95 and p < 0.05")
+    print("  %-6s %-6s %-10s %20s %20s %6s  %s" %
+          ("over", "bits", "workload", "coarse / flush", "A/A", "p",
+           "verdict"))
+    below, below95, cells = [], [], 0
+    for plugin in ("file", "null"):
+        for bits, sfx in (("fresh", ""), ("set", "-dirty")):
+            flush = plugin + "+bm" + sfx
+            for w in workloads:
+                rc = ratios(w, plugin + "+bm-coarse" + sfx, flush)
+                ra = ratios(w, plugin + "+bm-aa" + sfx, flush)
+                if not rc or not ra:
+                    continue
+                cells += 1
+                mc, ma = med(rc), med(ra)
+                p = rank_p(rc, ra)
+                verdict = "ok"
+                if mc < 0.95:
+                    below95.append((plugin, bits, w))
+                    verdict = "under 0.95, within the noise"
+                    if p < 0.05:
+                        below.append((plugin, bits, w))
+                        verdict = "BELOW"
+                print("  %-6s %-6s %-10s %6.3f [%.2f-%.2f] %6.3f [%.2f-%.2f] %6.3f  %s"
+                      % (plugin, bits, w, mc, min(rc), max(rc),
+                         ma, min(ra), max(ra), p, verdict))
+    print()
+    print("cells under 0.95x flush: %d of %d; below beyond the A/A noise: %d"
+          % (len(below95), cells, len(below)))
+    for x in below:
+        print("  below beyond the noise: over %s, bits %s, %s" % x)
+    print("by the rule: %s" % ("coarse can be the default" if not below
+                               else "flush stays the default"))
+    sys.exit(0)
 
 # The targets, where their configurations were run.
 def line(desc, w, a, b, want=None):

@@ -85,6 +85,8 @@ apply_one (struct bmf_txn *t, const struct action *a, struct bmerr *err)
   case ACT_ENABLE:  return bmf_txn_enable (t, a->bitmap, true, err);
   case ACT_DISABLE: return bmf_txn_enable (t, a->bitmap, false, err);
   case ACT_MERGE:
+    if (a->foreign)
+      return bmf_txn_merge_foreign (t, a->bitmap, a->foreign, err);
     return bmf_txn_merge (t, a->bitmap, a->src_file, a->src, err);
   }
   return -1;

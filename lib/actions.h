@@ -24,6 +24,8 @@ struct action {
   unsigned gbits;               /* ACT_ADD: granularity */
   const char *src;              /* ACT_MERGE: the source bitmap */
   struct bmf *src_file;         /* ACT_MERGE: its file, NULL: this one */
+  /* ACT_MERGE: if set, src is this bitmap of an image (txn.h). */
+  const struct bmf_foreign *foreign;
 };
 
 /* Parse "add", "merge:SRC", ... (the filter's action=); returns -1

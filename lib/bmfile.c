@@ -12,10 +12,10 @@
  * of the file that others will open at it:
  *
  *   - A new file is built under a private name, with its first
- *     transaction committed, and linked at its path only when complete
- *     (bmf_publish): a start that fails never has a file at the path
- *     to unlink, so no other opener can be left holding a lock on a
- *     file that has gone.
+ *     transaction committed, and renamed to its path only when
+ *     complete (bmf_publish): a start that fails never has a file at
+ *     the path to unlink, so no other opener can be left holding a
+ *     lock on a file that has gone.
  *   - After taking the lock, an opener checks that the path still
  *     names the locked file, and opens it again if not.
  *
@@ -474,13 +474,29 @@ sync_dir_of (const char *path)
 int
 bmf_publish (struct bmf *f, struct bmerr *err)
 {
+  int r;
+
   if (f->tmp_path == NULL)
     return 0;
   if (fsync (f->fd) == -1) {
     bmerr_set (err, errno, "%s: fsync: %s", f->path, strerror (errno));
     return -1;
   }
-  if (link (f->tmp_path, f->path) == -1) {
+  /* A rename moves the very name this process opened the file by, so
+   * that its descriptors (seen in /proc/PID/fd, and by lsof) name the
+   * file at its path, not a private name gone "(deleted)".  Never
+   * over a file made meanwhile: RENAME_NOREPLACE, or on a file system
+   * without it, link, which does not replace either (the descriptors
+   * then keep the private name: a descriptor opened again at the path
+   * could not take the lock that this one holds).
+   */
+  r = renameat2 (AT_FDCWD, f->tmp_path, AT_FDCWD, f->path, RENAME_NOREPLACE);
+  if (r == -1 && (errno == EINVAL || errno == ENOSYS)) {
+    r = link (f->tmp_path, f->path);
+    if (r == 0)
+      unlink (f->tmp_path);
+  }
+  if (r == -1) {
     if (errno == EEXIST)
       bmerr_set (err, EEXIST, "%s: created by another process meanwhile",
                  f->path);
@@ -489,7 +505,6 @@ bmf_publish (struct bmf *f, struct bmerr *err)
                  strerror (errno));
     return -1;
   }
-  unlink (f->tmp_path);
   free (f->tmp_path);
   f->tmp_path = NULL;
   if (sync_dir_of (f->path) == -1) {

@@ -39,8 +39,9 @@ extern struct bmf *bmf_open (const char *path, enum bmf_lock lock,
  */
 extern struct bmf *bmf_create (const char *path, mode_t mode, bool sized,
                                uint64_t disk_size, struct bmerr *err);
-/* Link a created file at its path (EEXIST if something is there by
- * now) and make that durable.
+/* Move a created file to its path (EEXIST if something is there by
+ * now) and make that durable.  Its descriptors name it by its path
+ * from then on.
  */
 extern int bmf_publish (struct bmf *f, struct bmerr *err);
 

@@ -416,14 +416,53 @@ bmf_txn_resize (struct bmf_txn *t, uint64_t new_size, struct bmerr *err)
   return 0;
 }
 
+/* Bitmap dst |= sbits, the bits of a bitmap of 2^sgbits byte
+ * granules over a disk of ssize bytes (the size of this file's disk,
+ * or this file has never seen its disk): copied on write.
+ */
+static int
+merge_bits (struct bmf_txn *t, const char *dst, const struct bits *sbits,
+            unsigned sgbits, uint64_t ssize, struct bmerr *err)
+{
+  struct bmf_bitmap *d;
+  struct bits dbits, old;
+  uint64_t offset;
+  int r;
+
+  /* This file has never seen its disk (and so no write): it takes
+   * the source's size, clean.
+   */
+  if (!t->st.sized && bmf_txn_resize (t, ssize, err) == -1)
+    return -1;
+  d = bmf_find (&t->st, dst);
+  if (d->data_length == 0)
+    return 0;
+
+  if (txn_alloc_region (t, d->data_length, &offset, err) == -1 ||
+      txn_map (t->f, offset, d->data_length,
+               bmf_nr_bits (t->st.disk_size, d->gbits), true, &dbits,
+               err) == -1)
+    return -1;
+  r = txn_map (t->f, d->data_offset, d->data_length, 0, false, &old, err);
+  if (r == 0) {
+    memcpy (dbits.words, old.words, d->data_length);
+    bmf_unmap (&old);
+    bits_merge (&dbits, d->gbits, sbits, sgbits, t->st.disk_size);
+    /* (Placed first, so that the shadow's space avoids it.) */
+    d->data_offset = offset;
+    r = txs_coarsen (t, d, &dbits, t->st.disk_size, err);
+  }
+  bmf_unmap (&dbits);
+  return r;
+}
+
 int
 bmf_txn_merge (struct bmf_txn *t, const char *dst, struct bmf *src_file,
                const char *src, struct bmerr *err)
 {
   const struct bmf_state *sst = src_file ? &src_file->st : &t->st;
   struct bmf_bitmap *d, *s;
-  struct bits dbits, sbits;
-  uint64_t offset;
+  struct bits sbits;
   int r;
 
   if ((d = need (t, dst, err)) == NULL || need_consistent (t, d, err) == -1)
@@ -448,39 +487,37 @@ bmf_txn_merge (struct bmf_txn *t, const char *dst, struct bmf *src_file,
   }
   if (t->dry_run || !sst->sized)
     return 0;                   /* an unsized source has no bits */
-  /* This file has never seen its disk (and so no write): it takes
-   * the source's size, clean.
-   */
-  if (!t->st.sized) {
-    if (bmf_txn_resize (t, sst->disk_size, err) == -1)
-      return -1;
-    d = bmf_find (&t->st, dst);
-  }
-  if (d->data_length == 0)
-    return 0;
-
-  if (txn_alloc_region (t, d->data_length, &offset, err) == -1 ||
-      txn_map (t->f, offset, d->data_length,
-               bmf_nr_bits (t->st.disk_size, d->gbits), true, &dbits,
+  if (txn_map (src_file ? src_file : t->f, s->data_offset, s->data_length,
+               bmf_nr_bits (sst->disk_size, s->gbits), false, &sbits,
                err) == -1)
     return -1;
-  r = txn_map (t->f, d->data_offset, d->data_length, 0, false, &sbits, err);
-  if (r == 0) {
-    memcpy (dbits.words, sbits.words, d->data_length);
-    bmf_unmap (&sbits);
-    r = txn_map (src_file ? src_file : t->f, s->data_offset,
-                 s->data_length, bmf_nr_bits (sst->disk_size, s->gbits),
-                 false, &sbits, err);
-  }
-  if (r == 0) {
-    bits_merge (&dbits, d->gbits, &sbits, s->gbits, t->st.disk_size);
-    bmf_unmap (&sbits);
-    /* (Placed first, so that the shadow's space avoids it.) */
-    d->data_offset = offset;
-    r = txs_coarsen (t, d, &dbits, t->st.disk_size, err);
-  }
-  bmf_unmap (&dbits);
+  r = merge_bits (t, dst, &sbits, s->gbits, sst->disk_size, err);
+  bmf_unmap (&sbits);
   return r;
+}
+
+int
+bmf_txn_merge_foreign (struct bmf_txn *t, const char *dst,
+                       const struct bmf_foreign *src, struct bmerr *err)
+{
+  struct bmf_bitmap *d;
+
+  if ((d = need (t, dst, err)) == NULL || need_consistent (t, d, err) == -1)
+    return -1;
+  if (src->problem.errnum) {
+    if (err)
+      *err = src->problem;
+    return -1;
+  }
+  if (t->st.sized && src->disk_size != t->st.disk_size) {
+    bmerr_set (err, EINVAL, "bitmap %s in %s covers a disk of %" PRIu64
+               " bytes, but this disk is %" PRIu64 " bytes",
+               src->name, src->origin, src->disk_size, t->st.disk_size);
+    return -1;
+  }
+  if (t->dry_run)
+    return 0;
+  return merge_bits (t, dst, &src->bits, src->gbits, src->disk_size, err);
 }
 
 void

@@ -40,6 +40,23 @@ extern int bmf_txn_enable (struct bmf_txn *t, const char *name, bool enable,
 extern int bmf_txn_merge (struct bmf_txn *t, const char *dst,
                           struct bmf *src_file, const char *src,
                           struct bmerr *err);
+/* A bitmap from outside the bitmap files (a qcow2 image's, read
+ * through qemu by the tool): its bits in memory, or why it cannot be
+ * used, which a merge from it reports in its turn (after the checks
+ * of its target, as qemu-img does).
+ */
+struct bmf_foreign {
+  const char *name;             /* as its image calls it */
+  const char *origin;           /* the image, as the user named it */
+  struct bmerr problem;         /* errnum 0, or why it cannot be used */
+  uint64_t disk_size;
+  unsigned gbits;               /* granularity 2^gbits bytes */
+  struct bits bits;             /* malloced words */
+};
+/* dst |= src, across granularities as bmf_txn_merge. */
+extern int bmf_txn_merge_foreign (struct bmf_txn *t, const char *dst,
+                                  const struct bmf_foreign *src,
+                                  struct bmerr *err);
 /* Cover a disk of new_size bytes; when the size was known, the new
  * area is dirty.
  */

@@ -22,16 +22,22 @@ import re
 import subprocess
 import sys
 
-# Files that need no licence line: documentation and data.
+# Files that need no licence line: documentation and data, and the
+# Debian files whose formats have no comments (debian/copyright holds
+# the licence itself).
 EXEMPT = re.compile(r"""(^|/)(COPYING|AUTHORS|\.gitignore|\.gitkeep)$
                         |\.md$
+                        |^debian/(changelog|copyright|source/format)$
                         |^tests/fuzz/(corpus|regressions|control-corpus)/
                         |^tests/fuzz/control-corpus\.expected$
                         |^tests/old-format/""", re.X)
 
 # In a tree without git: what counts as a source, test or script.
 SOURCE = re.compile(r"""\.(c|h|sh|py|pod|syms|am|ac)$|\.sh\.in$
-                        |^\.ci/|^demo\.sh$""", re.X)
+                        |^\.ci/|^demo\.sh$
+                        |^debian/(control|rules|docs|[^/]*\.lintian-overrides)$
+                        |^systemd/[^/]*(\.service\.in|-generator\.in|\.conf)$
+                        |^bash-completion/dirtybitmap$""", re.X)
 # ... and what a build or autotools made there.
 GENERATED = re.compile(r"""^(build-aux|autom4te\.cache|m4)/|\.tmp/
                            |(^|/)(\.libs|\.deps)/|^config\.h$

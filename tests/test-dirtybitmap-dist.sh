@@ -19,7 +19,7 @@ lists ()
         dbm-dist-lists
 }
 
-dirs=". lib filter tool man tests"
+dirs=". lib filter tool man systemd bash-completion tests"
 for d in $dirs; do
     lists "$d" > "lists.$(echo "$d" | tr ./ _-)"
 done

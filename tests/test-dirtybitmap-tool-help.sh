@@ -10,8 +10,8 @@ requires_dirtybitmap_filter
 dirtybitmap --help > help.out
 for s in "info [--output=human|json] [-U] [--disk DISKFILE] FILE" \
          "bitmap (--add | --remove | --clear | --enable | --disable |" \
-         "--merge SRC)... [-b SOURCE_FILE] [-g GRANULARITY]" \
-         "[--size SIZE] [--disk DISKFILE] FILE BITMAP" \
+         "--merge SRC)... [-b SOURCE_FILE [-F SOURCE_FMT]]" \
+         "[-g GRANULARITY] [--size SIZE] [--disk DISKFILE]" \
          "map [--output=human|json] [-U] [--disk DISKFILE] FILE BITMAP" \
          "check FILE" \
          "resize [--shrink] [--disk DISKFILE] FILE [+|-]SIZE" \
@@ -42,7 +42,8 @@ for o in --shrink "--disk DISKFILE"; do
     grep -F -- "$o" resize.help
 done
 for o in --add --remove --clear --enable --disable "--merge SRC" \
-         "-b, --source-file SOURCE_FILE" "-g, --granularity GRANULARITY" \
+         "-b, --source-file SOURCE_FILE" "-F, --source-format SOURCE_FMT" \
+         "-g, --granularity GRANULARITY" \
          "--size SIZE" "--disk DISKFILE"; do
     grep -F -- "$o" bitmap.help
 done

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* bitmap.c: dirtybitmap bitmap: the actions of the filter's action=
  * (and of qemu-img bitmap) on a file offline, several in one call,
- * applied in order, all or nothing.
+ * applied in order, all or nothing.  Merge sources come from the file
+ * itself, another bitmap file, or a qcow2 image (qcow2.c).
  */
 
 #include <config.h>
@@ -20,6 +21,7 @@
 #include "control-client.h"
 #include "dirtybitmap.h"
 #include "identity.h"
+#include "qcow2.h"
 #include "util.h"
 
 static void __attribute__ ((noreturn))
@@ -27,8 +29,9 @@ bitmap_usage (int status)
 {
   fprintf (status ? stderr : stdout,
 "Usage: %s bitmap (--add | --remove | --clear | --enable | --disable |\n"
-"                  --merge SRC)... [-b SOURCE_FILE] [-g GRANULARITY]\n"
-"                  [--size SIZE] [--disk DISKFILE] FILE BITMAP\n"
+"                  --merge SRC)... [-b SOURCE_FILE [-F SOURCE_FMT]]\n"
+"                  [-g GRANULARITY] [--size SIZE] [--disk DISKFILE]\n"
+"                  FILE BITMAP\n"
 "       %s bitmap ACTIONS... --control SOCKET BITMAP\n"
 "\n"
 "Apply the actions, in order, to bitmap BITMAP of the bitmap file FILE,\n"
@@ -43,6 +46,10 @@ bitmap_usage (int status)
 "  --merge SRC      BITMAP |= SRC\n"
 "  -b, --source-file SOURCE_FILE\n"
 "                   take the --merge sources from this bitmap file\n"
+"  -F, --source-format SOURCE_FMT\n"
+"                   qcow2: SOURCE_FILE is a qcow2 image, whose persistent\n"
+"                   bitmaps are read through qemu-img and qemu-nbd;\n"
+"                   raw (the default): it is a bitmap file\n"
 "  -g, --granularity GRANULARITY\n"
 "                   granularity of --add: a power of 2 from 512 to 2G\n"
 "                   (default 64K)\n"
@@ -56,8 +63,9 @@ bitmap_usage (int status)
 "Examples:\n"
 "  %s bitmap --add --size 10G disk.img.bitmaps b0\n"
 "  %s bitmap --clear --merge b1 disk.img.bitmaps b0\n"
+"  %s bitmap --merge b0 -b disk.qcow2 -F qcow2 disk.img.bitmaps b0\n"
 "  %s bitmap --add --control /run/disk.ctl b1\n",
-           prog, prog, prog, prog, prog);
+           prog, prog, prog, prog, prog, prog);
   exit (status);
 }
 
@@ -65,6 +73,7 @@ struct opts {
   struct action *acts;
   size_t n;
   const char *source_file;
+  bool qcow2;                   /* -F qcow2: source_file is an image */
   int64_t granularity;          /* -1: not given */
   int64_t size;                 /* -1: not given */
   const char *control;          /* --control SOCKET, or NULL */
@@ -114,16 +123,18 @@ parse (int argc, char *argv[], struct opts *o)
     { "merge", required_argument, NULL, MERGE },
     { "granularity", required_argument, NULL, 'g' },
     { "source-file", required_argument, NULL, 'b' },
+    { "source-format", required_argument, NULL, 'F' },
     { "size", required_argument, NULL, SIZE },
     { "control", required_argument, NULL, CONTROL },
     { "disk", required_argument, NULL, DISK },
     { NULL }
   };
-  const char *gran = NULL;
+  const char *gran = NULL, *fmt = NULL;
   int c, r = 0;
 
   while (r == 0 &&
-         (c = getopt_long (argc, argv, "hb:g:", long_options, NULL)) != -1) {
+         (c = getopt_long (argc, argv, "hb:F:g:", long_options, NULL))
+         != -1) {
     switch (c) {
     case 'h': bitmap_usage (EXIT_SUCCESS);
     case ADD: r = push (o, ACT_ADD, NULL); break;
@@ -133,6 +144,7 @@ parse (int argc, char *argv[], struct opts *o)
     case DISABLE: r = push (o, ACT_DISABLE, NULL); break;
     case MERGE: r = push (o, ACT_MERGE, optarg); break;
     case 'b': o->source_file = optarg; break;
+    case 'F': fmt = optarg; break;
     case CONTROL: o->control = optarg; break;
     case DISK: o->disk = optarg; break;
     case 'g':
@@ -157,12 +169,23 @@ parse (int argc, char *argv[], struct opts *o)
                       "--clear, --enable, --disable, or --merge");
   if (o->granularity != -1 && !has (o, ACT_ADD))
     return bad_usage ("bitmap ", "granularity only supported with --add");
+  if (fmt && !o->source_file)
+    return bad_usage ("bitmap ", "-F only supported with -b");
+  if (fmt && strcmp (fmt, "qcow2") != 0 && strcmp (fmt, "raw") != 0)
+    return bad_usage ("bitmap ", "-F %s: the source format is qcow2 (a "
+                      "qcow2 image) or raw (a bitmap file, the default)",
+                      fmt);
+  o->qcow2 = fmt && strcmp (fmt, "qcow2") == 0;
   if (o->source_file && !has (o, ACT_MERGE))
     return bad_usage ("bitmap ", "Merge bitmap source file only supported "
                       "with --merge");
   if (o->control && o->disk)
     return bad_usage ("bitmap ", "--disk is for FILE: the server knows "
                       "its disk");
+  if (o->control && o->qcow2)
+    return bad_usage ("bitmap ", "-F qcow2 is not with --control: merge "
+                      "the image's bitmap into a bitmap file, and that "
+                      "file's with -b (see dirtybitmap(1))");
   if (o->control && o->size != -1)
     return bad_usage ("bitmap ", "--size creates FILE: not with --control");
   if (o->control && optind != argc - 1)
@@ -258,6 +281,84 @@ open_source (struct bmf *f, const char *path, struct bmf **src)
   return 0;
 }
 
+/* -F qcow2: read each --merge source from the image, through qemu,
+ * into images (one per action; a source named twice is read once).
+ * A source qemu says is missing or unusable fails its merge in its
+ * turn; an image that cannot be read fails here.
+ */
+static int
+read_images (struct opts *o, struct bmf_foreign **images)
+{
+  struct bmerr err;
+  size_t i, j;
+
+  *images = calloc (o->n, sizeof **images);
+  if (*images == NULL) {
+    perror (prog);
+    return -1;
+  }
+  for (i = 0; i < o->n; ++i) {
+    struct action *a = &o->acts[i];
+    if (a->kind != ACT_MERGE)
+      continue;
+    for (j = 0; j < i; ++j)
+      if (o->acts[j].foreign && strcmp (o->acts[j].src, a->src) == 0)
+        a->foreign = o->acts[j].foreign;
+    if (a->foreign)
+      continue;
+    if (qcow2_read_bitmap (o->source_file, a->src, &(*images)[i],
+                           &err) == -1) {
+      report_error (&err);
+      return -1;
+    }
+    a->foreign = &(*images)[i];
+  }
+  return 0;
+}
+
+static void
+free_images (struct bmf_foreign *images, size_t n)
+{
+  size_t i;
+
+  for (i = 0; images && i < n; ++i)
+    qcow2_free_bitmap (&images[i]);
+  free (images);
+}
+
+/* A merge from another file or an image gives a file of unknown size
+ * the source's size: it must be --size.  Says so if not.
+ */
+static bool
+size_mismatch (const struct opts *o, struct bmf *src, const char *path)
+{
+  const struct bmf_state *sst = src ? bmf_state (src) : NULL;
+  const uint64_t size = o->size;
+  bool differs = false;
+  uint64_t other = 0;
+  size_t i;
+
+  if (o->size < 0)
+    return false;
+  if (sst && sst->sized && sst->disk_size != size) {
+    differs = true;
+    other = sst->disk_size;
+  }
+  for (i = 0; i < o->n; ++i) {
+    const struct bmf_foreign *b = o->acts[i].foreign;
+    if (b && b->problem.errnum == 0 && b->disk_size != size) {
+      differs = true;
+      other = b->disk_size;
+    }
+  }
+  if (!differs)
+    return false;
+  fprintf (stderr, "%s: %s: --size %" PRIi64 " does not match the disk "
+           "size of %s, %" PRIu64 " bytes\n",
+           prog, path, o->size, o->source_file, other);
+  return true;
+}
+
 /* The server's error, which names the -b file by the absolute path it
  * was sent (file): print it naming the file as the user did (given),
  * as offline.
@@ -327,8 +428,8 @@ do_bitmap (int argc, char *argv[])
 {
   struct opts o = { .granularity = -1, .size = -1 };
   struct bmf *f = NULL, *src = NULL;
+  struct bmf_foreign *images = NULL;
   struct bmf_txn *t = NULL;
-  const struct bmf_state *sst;
   struct bmerr err;
   const char *path;
   char *disk = NULL;
@@ -350,7 +451,10 @@ do_bitmap (int argc, char *argv[])
   crash_notices (f);
   disk = find_disk (path, o.disk);
   judge_disk (f, disk, true);
-  if (o.source_file && open_source (f, o.source_file, &src) == -1)
+  if (o.source_file && !o.qcow2 &&
+      open_source (f, o.source_file, &src) == -1)
+    goto out;
+  if (o.qcow2 && read_images (&o, &images) == -1)
     goto out;
   for (i = 0; i < o.n; ++i) {
     o.acts[i].bitmap = argv[optind + 1];
@@ -358,18 +462,11 @@ do_bitmap (int argc, char *argv[])
       BMF_DEFAULT_GBITS : log_2 (o.granularity);
     o.acts[i].src_file = src;
   }
-  /* A merge from another file gives a file of unknown size the
-   * source's size: it must be SIZE.  Checked before anything is
-   * written, so that the file stays as it was.
+  /* Checked before anything is written, so that the file stays as it
+   * was.
    */
-  sst = src ? bmf_state (src) : NULL;
-  if (sst && o.size >= 0 && sst->sized &&
-      sst->disk_size != (uint64_t) o.size) {
-    fprintf (stderr, "%s: %s: --size %" PRIi64 " does not match the disk "
-             "size of %s, %" PRIu64 " bytes\n",
-             prog, path, o.size, o.source_file, sst->disk_size);
+  if (size_mismatch (&o, src, path))
     goto out;
-  }
   t = act_begin (f, o.acts, o.n, &err);
   if (t == NULL ||
       (o.size >= 0 && !bmf_txn_state (t)->sized &&
@@ -399,6 +496,7 @@ do_bitmap (int argc, char *argv[])
    */
   bmf_close (f);
   bmf_close (src);
+  free_images (images, o.n);
   free (disk);
   free (o.acts);
   return r;

@@ -6,7 +6,9 @@
  * the directory of the target file, or of the Unix socket of an NBD
  * target (qemu-nbd serving an overlay); BASE the disk's name= if given,
  * else the target file's (or socket's) name.  So a chain kept in one
- * directory finds the set of its base checkpoint by itself.
+ * directory finds the set of its base checkpoint by itself: under its
+ * own name, or else the one set in DIR at B that describes this disk
+ * (its source URI), whatever the name of the target it was made for.
  *
  * How a disk is copied (struct disk.mode):
  *   full          no --incremental, or the base cannot be trusted and
@@ -23,8 +25,9 @@
  * source, damaged, missing) are not used.
  *
  * A file target is written in place, so once its copy starts the
- * previous checksums no longer describe it: they are removed then,
- * and the new ones written when the set is complete.
+ * previous checksums made for that same file no longer describe it:
+ * they are removed then, and the new ones written when the set is
+ * complete.
  */
 
 #include <config.h>
@@ -32,8 +35,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <libgen.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "dirtybitmap.h"
@@ -54,10 +59,12 @@ uri_socket (const char *uri)
   return strndup (p, len);
 }
 
-/* DIR/BASE.CHECKPOINT.sums for d, or NULL when it has no place. */
+/* DIR/BASE.CHECKPOINT.sums for d, or NULL when it has no place; its
+ * DIR in *dirp if dirp is not NULL.
+ */
 static char *
 sums_path (const struct set *s, const struct disk *d,
-           const char *checkpoint)
+           const char *checkpoint, char **dirp)
 {
   char *where = is_nbd_uri (d->target) ? uri_socket (d->target)
     : strdup (d->target);
@@ -73,6 +80,10 @@ sums_path (const struct set *s, const struct disk *d,
     base = d->named ? d->name : basename (bcopy);
     if (asprintf (&path, "%s/%s.%s.sums", dir, base, checkpoint) == -1)
       path = NULL;
+    if (path && dirp && (*dirp = strdup (dir)) == NULL) {
+      free (path);
+      path = NULL;
+    }
   }
   free (where);
   free (dcopy);
@@ -80,12 +91,72 @@ sums_path (const struct set *s, const struct disk *d,
   return path;
 }
 
+/* Do the checksums describe d at B exactly?  With B there, their
+ * chunks must also be the ones its granularity gives.
+ */
+static bool
+describes (const struct set *s, const struct disk *d, const struct sums *p)
+{
+  return strcmp (p->checkpoint, s->incremental) == 0 &&
+    strcmp (p->source, d->source) == 0 &&
+    (d->size_before == 0 || p->disk_size == d->size_before) &&
+    (d->base_granularity == 0 ||
+     p->chunk == sums_chunk_for (d->base_granularity));
+}
+
+/* The one set in dir at B that describes d, under any name (the
+ * previous backup went to a target of another name): its path, or
+ * NULL with *why.
+ */
+static char *
+search_dir (const struct set *s, const struct disk *d, const char *dir,
+            char **why)
+{
+  char suffix[SUMS_MAX_CHECKPOINT + 8], *found = NULL, *path, *error;
+  size_t slen, found_n = 0;
+  struct dirent *e;
+  struct sums *p;
+  DIR *dp;
+
+  snprintf (suffix, sizeof suffix, ".%s.sums", s->incremental);
+  slen = strlen (suffix);
+  if ((dp = opendir (dir)) == NULL)
+    return NULL;
+  while ((e = readdir (dp)) != NULL) {
+    size_t len = strlen (e->d_name);
+    if (len <= slen || strcmp (e->d_name + len - slen, suffix) != 0 ||
+        asprintf (&path, "%s/%s", dir, e->d_name) == -1)
+      continue;
+    if (sums_read (path, &p, &error) == 0 && describes (s, d, p)) {
+      found_n++;
+      free (found);
+      found = path;
+      path = NULL;
+    }
+    sums_free (p);
+    free (error);
+    free (path);
+  }
+  closedir (dp);
+  if (found_n > 1) {
+    free (*why);
+    if (asprintf (why, "%s: several sets of checksums at %s for this "
+                  "disk: name the disk (name=) to choose", dir,
+                  s->incremental) == -1)
+      *why = NULL;
+    free (found);
+    return NULL;
+  }
+  return found;
+}
+
 /* The previous checksums of d, if they describe it at B exactly. */
 static struct sums *
 previous (const struct set *s, struct disk *d, char **why)
 {
   struct sums *prev;
-  char *path = sums_path (s, d, s->incremental), *error = NULL;
+  char *dir = NULL, *other;
+  char *path = sums_path (s, d, s->incremental, &dir), *error = NULL;
 
   *why = NULL;
   if (path == NULL) {
@@ -94,17 +165,34 @@ previous (const struct set *s, struct disk *d, char **why)
   }
   if (sums_read (path, &prev, &error) == -1) {
     *why = error;
+    other = search_dir (s, d, dir, why);
+    free (dir);
+    if (other == NULL) {
+      free (path);
+      return NULL;
+    }
     free (path);
-    return NULL;
+    free (*why);
+    *why = NULL;
+    path = other;
+    if (sums_read (path, &prev, why) == -1) {
+      free (path);
+      return NULL;
+    }
   }
-  if (strcmp (prev->checkpoint, s->incremental) != 0 ||
-      strcmp (prev->source, d->source) != 0 ||
-      (d->size_before && prev->disk_size != d->size_before)) {
-    if (asprintf (why, "%s: the checksums of another disk or checkpoint "
-                  "(%s at %s)", path, prev->source, prev->checkpoint) == -1)
+  else {
+    d->prev_in_place = !is_nbd_uri (d->target);
+    free (dir);
+  }
+  if (!describes (s, d, prev)) {
+    if (asprintf (why, "%s: the checksums of another disk, checkpoint, "
+                  "size or chunk size (%s at %s, %" PRIu64 " bytes in "
+                  "chunks of %" PRIu64 ")", path, prev->source,
+                  prev->checkpoint, prev->disk_size, prev->chunk) == -1)
       *why = NULL;
     sums_free (prev);
     free (path);
+    d->prev_in_place = false;
     return NULL;
   }
   d->prev_sums_path = path;
@@ -157,7 +245,18 @@ checksums_prepare (struct set *s, struct disk *d)
   d->o.full = d->mode != MODE_INCREMENTAL;
   if (d->mode == MODE_INCREMENTAL && d->prev == NULL)
     return 0;
-  d->sums_path = sums_path (s, d, s->checkpoint);
+  if (d->mode == MODE_INCREMENTAL &&
+      d->prev->chunk > d->base_granularity) {
+    /* A chunk would take in clean granules, which an incremental view
+     * does not hold: nothing to hash them from.
+     */
+    fprintf (stderr, "%s: backup: disk %s: no checksums will be written "
+             "for this backup: bitmap %s's granularity (%" PRIu64 ") is "
+             "smaller than a checksum chunk (%" PRIu64 ")\n", prog,
+             d->name, s->incremental, d->base_granularity, d->prev->chunk);
+    return 0;
+  }
+  d->sums_path = sums_path (s, d, s->checkpoint, NULL);
   if (d->sums_path == NULL)
     return 0;
   chunk = d->prev ? d->prev->chunk : sums_chunk_for (d->granularity);
@@ -185,7 +284,7 @@ checksums_prepare (struct set *s, struct disk *d)
   d->o.sums = &d->cs;
   d->o.full = d->mode != MODE_INCREMENTAL;
   /* In place: from now on the old set does not describe the file. */
-  if (d->prev_sums_path && !is_nbd_uri (d->target) &&
+  if (d->prev_in_place &&
       unlink (d->prev_sums_path) == -1 && errno != ENOENT) {
     error = strerror (errno);
     disk_fail (d, "%s: %s", d->prev_sums_path, error);

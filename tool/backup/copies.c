@@ -32,10 +32,8 @@ copy_thread (void *arg)
   if (copy_run (&d->o, &d->r) == -1 && !d->r.interrupted) {
     pthread_mutex_lock (&lock);
     if (!stopped) {
-      pthread_mutex_lock (&lock);
       stopped = true;
       copy_stop_all ();
-      pthread_mutex_unlock (&lock);
     }
     pthread_mutex_unlock (&lock);
   }

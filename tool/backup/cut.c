@@ -30,6 +30,7 @@
 /* What query says of one disk. */
 struct state {
   bool has_new, has_base, base_consistent;
+  uint64_t base_granularity;
   const char *view;             /* the open view's name, or NULL */
   uint64_t size, granularity;
 };
@@ -64,6 +65,8 @@ read_state (const struct set *s, json_object *q, struct state *st)
       st->base_consistent =
         json_object_object_get_ex (b, "consistent", &v) &&
         json_object_get_boolean (v);
+      if (json_object_object_get_ex (b, "granularity", &v))
+        st->base_granularity = json_object_get_uint64 (v);
     }
   }
 }
@@ -149,6 +152,7 @@ cut_check (struct set *s)
     }
     s->disks[i].leftover = st.has_new;
     s->disks[i].size_before = st.size;
+    s->disks[i].base_granularity = st.base_granularity;
     with_new += st.has_new;
     without_base += s->incremental && !st.has_base;
   }
@@ -293,10 +297,17 @@ cut_make (struct set *s)
   double deadline;
   int r;
 
-  if (s->freeze != FREEZE_NONE && freeze_guest (s) == -1)
+  /* From the freeze to the thaw, every wait is bounded and nothing
+   * must be cut short: a second signal does not end the process.
+   */
+  copy_signals_firm (true);
+  if (s->freeze != FREEZE_NONE && freeze_guest (s) == -1) {
+    copy_signals_firm (false);
     return -1;
+  }
   if (copy_interrupted ()) {
     s->interrupted = true;
+    copy_signals_firm (false);
     return -1;
   }
   s->cut_start = backup_now ();
@@ -320,6 +331,7 @@ cut_make (struct set *s)
               "every server was resumed", s->cut_timeout);
   if (thaw_guest (s) == -1)
     r = -1;
+  copy_signals_firm (false);
   if (r == 0)
     read_sizes (s);
   return r;
@@ -429,6 +441,7 @@ cut_undo (struct set *s)
   const double deadline = backup_now () + BACKUP_UNDO_SECONDS;
   size_t i;
 
+  copy_signals_firm (true);
   /* The guest first: its writes wait while a server is paused. */
   step (s, "resume", NULL, is_paused, deadline, false, paused_flag, false);
   thaw_guest (s);
@@ -437,4 +450,5 @@ cut_undo (struct set *s)
   for (i = 0; i < s->n; ++i)
     if (s->disks[i].added)
       undo_new (s, &s->disks[i]);
+  copy_signals_firm (false);
 }

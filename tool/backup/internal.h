@@ -76,12 +76,15 @@ struct disk {
   uint64_t size;                /* the disk's size at the cut */
   uint64_t granularity;         /* NEW's granularity */
   uint64_t size_before;         /* the disk's size before the cut */
+  uint64_t base_granularity;    /* B's, or 0 if it is missing */
   char *error;                  /* the first error, or NULL */
 
   /* Checksums (backup/checksums.c). */
   enum copy_mode mode;
   struct sums *prev;            /* the previous backup's, if usable */
   char *prev_sums_path;
+  bool prev_in_place;           /* prev is the set of this very target
+                                 * file, which the copy changes */
   char *prev_why;               /* why prev is NULL */
   struct sums *sums;            /* this backup's, or NULL: none */
   char *sums_path;

@@ -117,6 +117,12 @@ extern int copy_signals_catch (char **errp);
 extern void copy_signals_release (void);
 /* Stop every copy running, as a signal would (while caught). */
 extern void copy_stop_all (void);
+/* While on, a second signal is caught like the first instead of ending
+ * the process: for a caller whose every wait is bounded and whose
+ * work must not be cut short (a backup resuming its servers and
+ * thawing its guest).
+ */
+extern void copy_signals_firm (bool on);
 extern bool copy_interrupted (void);
 extern int copy_interrupt_fd (void);
 

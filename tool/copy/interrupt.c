@@ -32,6 +32,8 @@
 #include "util.h"
 
 static volatile sig_atomic_t requested;
+static volatile sig_atomic_t firm;     /* a second signal is caught too */
+static struct sigaction ours;          /* set before it is installed */
 
 /* Protects depth, pipe_fds and the old actions (the handler reads
  * pipe_fds[1], which is set before the handler is installed and
@@ -48,6 +50,8 @@ handler (int sig)
   int saved = errno;
 
   requested = 1;
+  if (firm)
+    sigaction (sig, &ours, NULL);       /* async-signal-safe */
   if (write (pipe_fds[1], "!", 1) == -1) {
     /* Nothing to do: the pipe is readable already, or the flag will
      * be seen at the next poll timeout.
@@ -75,6 +79,7 @@ copy_signals_catch (char **errp)
   sa.sa_handler = handler;
   sa.sa_flags = SA_RESETHAND | SA_RESTART;
   sigemptyset (&sa.sa_mask);
+  ours = sa;
   sigaction (SIGINT, &sa, &old_int);
   sigaction (SIGTERM, &sa, &old_term);
   depth = 1;
@@ -98,7 +103,24 @@ copy_signals_release (void)
 void
 copy_stop_all (void)
 {
-  handler (0);
+  int saved = errno;
+
+  requested = 1;
+  if (write (pipe_fds[1], "!", 1) == -1) {
+    /* Readable already. */
+  }
+  errno = saved;
+}
+
+void
+copy_signals_firm (bool on)
+{
+  firm = on;
+  /* A signal that came while it was off left the default in place. */
+  if (on && depth > 0) {
+    sigaction (SIGINT, &ours, NULL);
+    sigaction (SIGTERM, &ours, NULL);
+  }
 }
 
 bool
