@@ -16,10 +16,12 @@
 #       "thaw", "t": NS, "servers": [{"ctl", "paused", "view"}...],
 #       "targets": {FILE: md5 or null}} just before answering a freeze
 #       or a thaw (CLOCK_MONOTONIC nanoseconds).  Requests are answered
-#       in order, as qemu-guest-agent does.  --hang-freeze: a freeze is
-#       never answered (what comes after it is).  --hold-freeze: a
+#       in order, one at a time for all connections, as qemu-guest-agent
+#       does.  --hang-freeze: a freeze is never answered (what comes
+#       after it is, as if its answer was lost).  --hold-freeze: a
 #       freeze is answered once FIFO was opened for writing and closed
-#       by the test (the answers after it wait too).
+#       by the test, and until then no request on any connection is
+#       (the agent is busy freezing).
 #   fake-qga.py probe LOG EVENT [--ctl CTL]... [--target FILE]...
 #       Record one EVENT ("freeze" or "thaw") as above, and exit: a
 #       --freeze-command or --thaw-command that does what the agent does.
@@ -32,7 +34,8 @@ import sys
 import threading
 import time
 
-lock = threading.Lock()
+lock = threading.Lock()          # the log
+busy = threading.Lock()          # the agent, answering one request
 
 
 def record(log, obj):
@@ -103,50 +106,61 @@ def serve_conn(conn, log, opts):
         q.put(None)
 
     threading.Thread(target=reader, daemon=True).start()
-    frozen = False
     while True:
         req = q.get()
         if req is None:
             break
-        cmd = req.get("execute")
-        args = req.get("arguments") or {}
-        prefix = b""
-        if cmd == "guest-sync-delimited":
-            prefix, ret = b"\xff", args.get("id")
-        elif cmd == "guest-sync":
-            ret = args.get("id")
-        elif cmd == "guest-ping":
-            ret = {}
-        elif cmd == "guest-fsfreeze-status":
-            ret = "frozen" if frozen else "thawed"
-        elif cmd == "guest-fsfreeze-freeze":
-            if opts["hang"]:
-                continue
-            if opts["hold"]:
-                fd = os.open(opts["hold"], os.O_RDONLY)
-                while os.read(fd, 4096):
-                    pass
-                os.close(fd)
-            probe(log, "freeze", opts["ctls"], opts["targets"])
-            frozen, ret = True, 2
-        elif cmd == "guest-fsfreeze-thaw":
-            probe(log, "thaw", opts["ctls"], opts["targets"])
-            frozen, ret = False, 2
-        else:
-            ret = None
-        if ret is None and cmd not in ("guest-sync-delimited", "guest-sync"):
-            reply = {"error": {"class": "CommandNotFound",
-                               "desc": "The command %s has not been found"
-                               % cmd}}
-        else:
-            reply = {"return": ret}
-        if "id" in req:
-            reply["id"] = req["id"]
-        try:
-            conn.sendall(prefix + json.dumps(reply).encode() + b"\n")
-        except OSError:
-            break
+        with busy:
+            if not answer(conn, req, log, opts):
+                break
     conn.close()
+
+
+frozen = False                   # the guest, as the agent says
+
+
+def answer(conn, req, log, opts):
+    """Answer req on conn; False if conn is gone."""
+    global frozen
+    cmd = req.get("execute")
+    args = req.get("arguments") or {}
+    prefix = b""
+    if cmd == "guest-sync-delimited":
+        prefix, ret = b"\xff", args.get("id")
+    elif cmd == "guest-sync":
+        ret = args.get("id")
+    elif cmd == "guest-ping":
+        ret = {}
+    elif cmd == "guest-fsfreeze-status":
+        ret = "frozen" if frozen else "thawed"
+    elif cmd == "guest-fsfreeze-freeze":
+        if opts["hang"]:
+            return True
+        if opts["hold"]:
+            fd = os.open(opts["hold"], os.O_RDONLY)
+            while os.read(fd, 4096):
+                pass
+            os.close(fd)
+        probe(log, "freeze", opts["ctls"], opts["targets"])
+        frozen, ret = True, 2
+    elif cmd == "guest-fsfreeze-thaw":
+        probe(log, "thaw", opts["ctls"], opts["targets"])
+        frozen, ret = False, 2
+    else:
+        ret = None
+    if ret is None and cmd not in ("guest-sync-delimited", "guest-sync"):
+        reply = {"error": {"class": "CommandNotFound",
+                           "desc": "The command %s has not been found"
+                           % cmd}}
+    else:
+        reply = {"return": ret}
+    if "id" in req:
+        reply["id"] = req["id"]
+    try:
+        conn.sendall(prefix + json.dumps(reply).encode() + b"\n")
+    except OSError:
+        return False
+    return True
 
 
 def parse_opts(argv):

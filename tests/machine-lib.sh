@@ -129,11 +129,14 @@ incomplete ()
 # backup ARGS...: dirtybitmap backup ARGS, bounded: one that hangs
 # fails the test (status 124, or 137 if SIGTERM does not end it)
 # instead of hanging make check.  (A job that the test signals runs
-# "timeout -k 5 60 dirtybitmap backup" itself: timeout passes SIGTERM
-# on, and $! is its pid.)
+# "timeout --foreground -k 5 60 dirtybitmap backup" itself: $! is
+# timeout's pid, and it passes a SIGTERM on once.  Without
+# --foreground it sends it to the process, and again to its process
+# group: the tool gets two, and the second ends it at once, as a
+# second SIGTERM should.)
 backup ()
 {
-    timeout -k 5 60 dirtybitmap backup "$@"
+    timeout --foreground -k 5 60 dirtybitmap backup "$@"
 }
 
 # backup_fails ERRFILE ARGS...: dirtybitmap backup ARGS must exit 1 and

@@ -11,11 +11,14 @@
 #   - a freeze that never answers: thawed (the agent gets the thaw),
 #     the backup fails within --freeze-timeout 1 (under 5 s), nothing
 #     paused, nothing changed;
-#   - SIGTERM while the freeze answer is held: thawed, nothing paused,
-#     nothing changed;
-#   - SIGTERM during the cut (every server paused, a begin held at
-#     the filter's "freeze" pause point): resumed, thawed, no view, no
-#     new checkpoint;
+#   - SIGTERM while the freeze answer is held, and a second one while
+#     the thaw waits for the agent: thawed, nothing paused, nothing
+#     changed (from the freeze to the thaw, dirtybitmap(1) says, a
+#     second signal, what timeout(1) or a double Ctrl-C sends, is
+#     caught like the first);
+#   - SIGTERM twice during the cut (every server paused, a begin held
+#     at the filter's "freeze" pause point): resumed, thawed, no view,
+#     no new checkpoint;
 #   - --freeze-command and --thaw-command: the same order; a freeze
 #     command that fails, and one that hangs (killed past
 #     --freeze-timeout), each followed by the thaw command, and the
@@ -171,7 +174,7 @@ agent --hang-freeze
 before
 r=0
 python3 "$moracle" run hang.times \
-        timeout -k 5 60 dirtybitmap backup "${args[@]}" \
+        timeout --foreground -k 5 60 dirtybitmap backup "${args[@]}" \
         --guest-agent "$PWD/qga.sock" --freeze-timeout 1 \
         --incremental c2 --checkpoint c3 > hang.out 2> hang.err || r=$?
 cat qga.log hang.out hang.err
@@ -186,18 +189,28 @@ counts > after.counts
 diff before.counts after.counts
 unchanged
 
-# 3. SIGTERM while the agent holds its answer to the freeze.
+# 3. SIGTERM while the agent holds its answer to the freeze: the
+# freeze is given up, the thaw goes on a new connection, whose
+# guest-sync-delimited the agent, busy freezing, does not answer yet;
+# then a second SIGTERM, before the thaw could be sent, which must not
+# end the backup; then the agent is let go, and must get the thaw.
 agent --hold-freeze "$PWD/hold.fifo"
 before
-timeout -k 5 60 dirtybitmap backup "${args[@]}" --guest-agent "$PWD/qga.sock" \
-            --freeze-timeout 3 --incremental c2 --checkpoint c3 \
-            > term1.out 2> term1.err &
+timeout --foreground -k 5 60 dirtybitmap backup "${args[@]}" \
+        --guest-agent "$PWD/qga.sock" --freeze-timeout 10 \
+        --incremental c2 --checkpoint c3 > term1.out 2> term1.err &
 job=$!
 wait_for_log qga.log '"execute": "guest-fsfreeze-freeze"'
 kill -TERM $job
-wait_for_log qga.log '"execute": "guest-fsfreeze-thaw"'
+for (( i = 0; i < 100; ++i )); do
+    [ "$(grep -c '"execute": "guest-sync-delimited"' qga.log)" -ge 2 ] && break
+    sleep 0.1
+done
+test "$(grep -c '"execute": "guest-sync-delimited"' qga.log)" -ge 2
+kill -TERM $job
 release_hold () { exec 3<> hold.fifo; exec 3>&-; }
 release_hold
+wait_for_log qga.log '"execute": "guest-fsfreeze-thaw"'
 r=0
 wait $job || r=$?
 cat qga.log term1.out term1.err
@@ -215,12 +228,13 @@ DIRTYBITMAP_TEST_PAUSE=freeze DIRTYBITMAP_TEST_PAUSE_DIR="$PWD" \
     start_disk b 8M
 agent
 before
-timeout -k 5 60 dirtybitmap backup "${args[@]}" --guest-agent "$PWD/qga.sock" \
+timeout --foreground -k 5 60 dirtybitmap backup "${args[@]}" --guest-agent "$PWD/qga.sock" \
             --cut-timeout 30 --incremental c2 --checkpoint c3 \
             > term2.out 2> term2.err &
 job=$!
 timeout 30 cat freeze.reached
 state a | grep '^paused=true '
+kill -TERM $job
 kill -TERM $job
 timeout 30 sh -c ': > freeze.release'
 r=0
@@ -273,7 +287,7 @@ rm -f cmd.log
 before
 r=0
 python3 "$moracle" run hcmd.times \
-        timeout -k 5 60 dirtybitmap backup "${args[@]}" \
+        timeout --foreground -k 5 60 dirtybitmap backup "${args[@]}" \
         --freeze-command "echo freeze >> $PWD/cmd.log; exec cat $PWD/hold.fifo" \
         --thaw-command "echo thaw >> $PWD/cmd.log" --freeze-timeout 1 \
         --incremental c3 --checkpoint c4 > hcmd.out 2> hcmd.err || r=$?

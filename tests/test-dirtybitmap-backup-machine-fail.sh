@@ -121,7 +121,7 @@ write_some a $disks
 states $disks > before
 args
 # (--cut-timeout: the test, not the tool's clock, says when c dies.)
-timeout -k 5 60 dirtybitmap backup "${argv[@]}" --incremental b1 --checkpoint b2 \
+timeout --foreground -k 5 60 dirtybitmap backup "${argv[@]}" --incremental b1 --checkpoint b2 \
             --cut-timeout 30 --output=json --manifest a.manifest \
             > a.out 2> a.err &
 job=$!
@@ -152,7 +152,7 @@ states $disks > before
 # done long before, their views still open.)
 slow_target b b.bak 500ms
 args b "$(tsock_uri b)"
-timeout -k 5 60 dirtybitmap backup "${argv[@]}" --incremental b2 --checkpoint b3 \
+timeout --foreground -k 5 60 dirtybitmap backup "${argv[@]}" --incremental b2 --checkpoint b3 \
             --requests 1 --connections 1 --output=json \
             --manifest b.manifest > b.out 2> b.err &
 job=$!

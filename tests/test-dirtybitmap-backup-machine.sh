@@ -107,7 +107,7 @@ EOF
 }
 
 # 1. A full backup of the three disks, while they are written.
-python3 "$moracle" run t1 timeout -k 5 60 dirtybitmap backup "${args[@]}" --checkpoint c1 \
+python3 "$moracle" run t1 timeout --foreground -k 5 60 dirtybitmap backup "${args[@]}" --checkpoint c1 \
         --output=json --manifest m1.json > out1.json
 cat out1.json m1.json
 json_is out1.json c1 -
@@ -115,7 +115,7 @@ manifest_is m1.json c1 -
 for n in $disks; do cp $n.bak $n.1; done
 
 # 2. An incremental into the same targets.
-python3 "$moracle" run t2 timeout -k 5 60 dirtybitmap backup "${args[@]}" --incremental c1 \
+python3 "$moracle" run t2 timeout --foreground -k 5 60 dirtybitmap backup "${args[@]}" --incremental c1 \
         --checkpoint c2 --remove-incremental --output=json \
         --manifest m2.json > out2.json
 cat out2.json m2.json
