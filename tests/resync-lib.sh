@@ -52,7 +52,9 @@ start_disks ()
     local d disks=()
     for d in "$@"; do
         head -c $size /dev/urandom > $d.img
-        if [ $d = power ]; then serve_child $d; else serve $d; fi
+        # (The default, durability=coarse, survives a power loss.)
+        if [ $d = power ]; then serve_child $d durability=flush
+        else serve $d; fi
         disks+=(--disk "control=$PWD/$d.ctl,source=$(uri $d),target=$PWD/$d-base.img,name=$d")
     done
     dirtybitmap backup --checkpoint c1 "${disks[@]}"
@@ -106,6 +108,6 @@ h.pwrite(b'w' * 4096, 12 * $chunk + 512)"
          power.info
     # (start_nbdkit's nbdkit, on the other boot.)
     nbdkit () { rebooted nbdkit "$@"; }
-    serve power
+    serve power durability=flush
     unset -f nbdkit
 }

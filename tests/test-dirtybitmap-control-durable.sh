@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# What a transaction makes durable while the server runs, seen with
-# strace: a checkpoint (add b1, disable b0) syncs b1's new region and
-# the directory before the cut, then a header that says b0 settles
+# What a transaction makes durable while the server runs in
+# durability=flush, seen with strace: a checkpoint (add b1, disable
+# b0) syncs b1's new region and the directory before the cut, then a
+# header that says b0 settles
 # (writes may still be setting its bits); once none can, it syncs b0's
 # bits (they must survive a power loss from now on: a disabled bitmap
 # stays consistent), then a header that says b0 has settled, all
@@ -32,7 +33,8 @@ EOF
 strace -f -y -o strace.log \
        -e trace=mmap,msync,sync_file_range,pwrite64,fdatasync,access \
        nbdkit -U - --filter="$FILTER" file disk.img bitmap=b0 action=add \
-       granularity=4K control="$ctl" --run 'bash steps.sh "$uri"'
+       granularity=4K durability=flush control="$ctl" \
+       --run 'bash steps.sh "$uri"'
 
 b0_offset=$(python3 "$edit" "$bm" entry-get 0 data_offset)
 b0_length=$(python3 "$edit" "$bm" entry-get 0 data_length)

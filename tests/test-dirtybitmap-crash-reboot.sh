@@ -45,12 +45,12 @@ write_and_kill ()
 }
 
 # A clean run dirties granule 0 in all three, then off is disabled.
-nbdkit -U - --filter="$FILTER" file disk.img \
+nbdkit -U - --filter="$FILTER" file disk.img durability=flush \
        --run 'nbdsh -u "$uri" -c "h.pwrite(b\"w\", 0)"'
 dirtybitmap bitmap --disable disk.img.bitmaps off
 
 # A mere kill -9 (same boot id): nothing is marked, nothing is lost.
-write_and_kill 8192
+write_and_kill 8192 durability=flush
 dirtybitmap info disk.img.bitmaps > info
 cat info
 grep -F "state: not closed cleanly (pid $nbdkit_pid, durability=flush, same boot)" info
@@ -65,7 +65,7 @@ EOF2
 
 # Unclean stop, then a reboot: "on" and "src" were recording in a
 # flush run.
-write_and_kill 16384
+write_and_kill 16384 durability=flush
 rebooted dirtybitmap info disk.img.bitmaps > info
 cat info
 grep -F "state: not closed cleanly (pid $nbdkit_pid, durability=flush, machine restarted since)" info
@@ -128,7 +128,7 @@ fi
 
 # Another unclean stop and reboot; then the tool removes the condemned
 # bitmap and adds a new one: it records and stays consistent.
-write_and_kill 0 bitmap=rec action=add granularity=4K
+write_and_kill 0 bitmap=rec action=add granularity=4K durability=flush
 rebooted dirtybitmap bitmap --remove disk.img.bitmaps rec
 rebooted dirtybitmap bitmap --add -g 4K disk.img.bitmaps new
 rebooted nbdkit -U - --filter="$FILTER" file disk.img \
@@ -148,7 +148,7 @@ EOF2
 # A strict run, even one after an unclean flush run: every bit was
 # on stable storage before its write went down, so after a reboot
 # the bitmap is consistent and has them all.
-write_and_kill 20480 bitmap=s action=add granularity=4K
+write_and_kill 20480 bitmap=s action=add granularity=4K durability=flush
 write_and_kill 24576 durability=strict
 rebooted dirtybitmap info disk.img.bitmaps > info
 cat info

@@ -63,7 +63,8 @@ trace ()
 # header is synced, "sync range"), other new granules cost nothing, a
 # flush syncs the bits before the disk, and a FUA write to a new
 # granule syncs them first.
-trace --run 'nbdsh -u "$uri" -c "h.pwrite(b\"a\", 8192)" \
+trace durability=flush \
+      --run 'nbdsh -u "$uri" -c "h.pwrite(b\"a\", 8192)" \
                              -c "h.pwrite(b\"b\", 16384)" \
                              -c "h.flush()" \
                              -c "h.pwrite(b\"c\", 24576, nbd.CMD_FLAG_FUA)" \

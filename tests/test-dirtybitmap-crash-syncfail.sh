@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # A sync of the bitmap file fails (an LD_PRELOAD shim makes one
-# fdatasync return EIO): that flush and later FUA writes fail, and
+# fdatasync return EIO; the servers run in durability=flush, whose
+# syncs the counts below are): that flush and later FUA writes fail, and
 # every enabled bitmap is marked inconsistent in the file at once, so
 # that neither a clean stop nor a kill -9 right after leaves bitmaps
 # that look sound; the disabled one stays consistent.
@@ -25,7 +26,7 @@ for stop in term kill; do
     export LD_PRELOAD="$shim" FAIL_SYNC_AT=4
     start_nbdkit_child -P "$PWD/pid-$stop" -U "$PWD/sock-$stop" \
                        --filter="$FILTER" file disk.img bitmap=b0 \
-                       2> "nbdkit-$stop.err"
+                       durability=flush 2> "nbdkit-$stop.err"
     unset LD_PRELOAD FAIL_SYNC_AT
     nbdsh -u "nbd+unix:///?socket=$PWD/sock-$stop" -c '
 h.pwrite(b"a", 8192)
@@ -72,7 +73,7 @@ dirtybitmap bitmap --add -g 4K --size 1M "$bm" b0
 export LD_PRELOAD="$shim" FAIL_SYNC_AT=6
 start_nbdkit_child -P "$PWD/pid-grow" -U "$PWD/sock-grow" \
                    --filter="$FILTER" file disk.img bitmap=b0 \
-                   2> nbdkit-grow.err
+                   durability=flush 2> nbdkit-grow.err
 unset LD_PRELOAD FAIL_SYNC_AT
 nbdsh -u "nbd+unix:///?socket=$PWD/sock-grow" -c 'h.pwrite(b"a", 8192)'
 truncate -s 2M disk.img
@@ -102,7 +103,8 @@ dirtybitmap bitmap --add -g 4K --size 2M "$bm" b0
 export LD_PRELOAD="$shim" FAIL_SYNC_AT=8
 start_nbdkit_child -P "$PWD/pid-settle" -U "$PWD/sock-settle" \
                    --filter="$FILTER" file disk.img bitmap=b0 \
-                   control="$PWD/ctl.sock" 2> nbdkit-settle.err
+                   durability=flush control="$PWD/ctl.sock" \
+                   2> nbdkit-settle.err
 unset LD_PRELOAD FAIL_SYNC_AT
 nbdsh -u "nbd+unix:///?socket=$PWD/sock-settle" -c 'h.pwrite(b"a", 8192)'
 python3 "$abs_top_srcdir/tests/control.py" error "$PWD/ctl.sock" \

@@ -7,12 +7,13 @@
 edit="$abs_top_srcdir/tests/bmfile-edit.py"
 
 # good.bitmaps: a 1000000 byte disk, b0 (64K granules, 16 of them)
-# and b1 (4K), some bits set.
+# and b1 (4K), some bits set; written in durability=flush, so without
+# coarse shadows: the layout the offsets below are taken from.
 yes | head -c 1000000 > disk.img
 dirtybitmap bitmap --add --size 1000000 good.bitmaps b0
 dirtybitmap bitmap --add -g 4K good.bitmaps b1
 nbdkit -U - --filter="$FILTER" file disk.img bitmap-file=good.bitmaps \
-       --run 'nbdsh -u "$uri" -c "h.pwrite(b\"x\", 100000)"'
+       durability=flush --run 'nbdsh -u "$uri" -c "h.pwrite(b\"x\", 100000)"'
 off0=$(python3 "$edit" good.bitmaps entry-get 0 data_offset)
 len=$(python3 "$edit" good.bitmaps get file_length)
 dlen=$(python3 "$edit" good.bitmaps get dir_length)
