@@ -156,6 +156,7 @@ int
 store_query (struct store_info *info, struct bmerr *err)
 {
   const struct bitmap_set *s;
+  bool failed;
   size_t i;
 
   memset (info, 0, sizeof *info);
@@ -169,8 +170,8 @@ store_query (struct store_info *info, struct bmerr *err)
   info->size = s->disk_size;
   info->durability = dur_mode ();
   info->readonly = store.readonly;
-  info->state = store.failed || dur_failed () ? "failed" :
-    store.open_recorded ? "open" : "closed";
+  failed = store.failed || dur_failed ();
+  info->state = failed ? "failed" : store.open_recorded ? "open" : "closed";
   for (i = 0; i < s->nr_named; ++i) {
     const struct live_bitmap *lb = &s->bm[i];
     struct store_bitmap_info *bi = &info->bitmaps[i];
@@ -180,7 +181,12 @@ store_query (struct store_info *info, struct bmerr *err)
       goto nomem;
     info->nr++;
     bi->granularity = UINT64_C (1) << lb->gbits;
-    bi->consistent = !(lb->flags & BMF_INCONSISTENT);
+    /* After a failed sync or commit the file marks (or is being made
+     * to mark) every unsettled bitmap inconsistent: say what it says,
+     * not what the set said when it was published.
+     */
+    bi->consistent = !(lb->flags & BMF_INCONSISTENT) &&
+      !(failed && bmf_flags_unsettled (lb->flags));
     bi->recording = (lb->flags & BMF_ENABLED) && bi->consistent;
     bi->selected = selection_is (lb->name);
     bi->dirty_bytes = set_dirty_bytes (s, lb);

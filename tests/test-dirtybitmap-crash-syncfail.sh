@@ -26,7 +26,8 @@ for stop in term kill; do
     export LD_PRELOAD="$shim" FAIL_SYNC_AT=4
     start_nbdkit_child -P "$PWD/pid-$stop" -U "$PWD/sock-$stop" \
                        --filter="$FILTER" file disk.img bitmap=b0 \
-                       durability=flush 2> "nbdkit-$stop.err"
+                       durability=flush control="$PWD/ctl-$stop" \
+                       2> "nbdkit-$stop.err"
     unset LD_PRELOAD FAIL_SYNC_AT
     nbdsh -u "nbd+unix:///?socket=$PWD/sock-$stop" -c '
 h.pwrite(b"a", 8192)
@@ -38,6 +39,20 @@ for call in (h.flush, lambda: h.pwrite(b"c", 24576, nbd.CMD_FLAG_FUA)):
         assert e.errno == "EIO", e
 h.pwrite(b"b", 16384)
 '
+    # The running server says what the file says: b0 can no longer be
+    # trusted; b1, disabled and settled, can.
+    python3 "$abs_top_srcdir/tests/control.py" query "$PWD/ctl-$stop" \
+            > query-$stop
+    cat query-$stop
+    python3 - query-$stop <<'EOF2'
+import json, sys
+q = dict(l.split(" ", 1) for l in open(sys.argv[1]).read().splitlines())
+assert json.loads(q["state"]) == "failed", q
+bm = {b["name"]: b for b in json.loads(q["bitmaps"])}
+assert bm["b0"]["consistent"] is False, bm
+assert bm["b0"]["recording"] is False, bm
+assert bm["b1"]["consistent"] is True, bm
+EOF2
     if [ $stop = kill ]; then
         kill9 $nbdkit_pid
     else
