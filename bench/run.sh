@@ -6,6 +6,7 @@
 #   bench/run.sh [--quick] [--rounds=N] [--runtime=SECONDS]
 #                [--configs=A,B,...] [--workloads=W,...] [--dir=DIR]
 #                [--bitmap-dir=DIR] [--list] [--callgrind[=WRITES]]
+#                [--callgrind-workload=4k-rand|1m-seq]
 #                [--durability-compare]
 #
 # Every cell (configuration x workload x round) gets a fresh 2 GiB
@@ -20,13 +21,16 @@
 #
 # --callgrind instead counts the instructions nbdkit executes per
 # 4K write over null, without and with the filter (repeatable on a
-# busy machine, unlike timings).
+# busy machine, unlike timings); --callgrind-workload=1m-seq per 1M
+# sequential write instead.
 #
 # --durability-compare runs durability=coarse against durability=flush
 # over file and over null, fresh and with every bit set, beside a
 # second flush server of each (A/A), 6 rounds unless --rounds says
-# otherwise; every ratio is to flush, and the report says which cells
-# fall below 0.95x flush beyond the A/A noise of the same cell.
+# otherwise, the cells of each round and workload in a shuffled order
+# (seeded by the round and the workload); every ratio is to flush, and
+# the report says which cells fall below 0.95x flush beyond the A/A
+# noise of the same cell.
 #
 # Needs: nbdkit, nbdsh (libnbd), qemu-img, qemu-nbd, fio with the nbd
 # engine, python3, valgrind for --callgrind, and the filter built in
@@ -71,6 +75,7 @@ bmbase=
 mode=full
 list=
 callgrind=
+cg_rw=randwrite cg_bs=4k
 durcmp=
 rounds_given=
 
@@ -93,6 +98,8 @@ for arg in "$@"; do
         --list) list=1 ;;
         --callgrind) callgrind=20000 ;;
         --callgrind=*) callgrind="${arg#*=}" ;;
+        --callgrind-workload=4k-rand) cg_rw=randwrite cg_bs=4k ;;
+        --callgrind-workload=1m-seq) cg_rw=write cg_bs=1m ;;
         --durability-compare)
             mode=durability durcmp=1 configs="$DURABILITY_CONFIGS" ;;
         -h|--help) usage 0 ;;
@@ -378,11 +385,11 @@ if [ -n "$callgrind" ]; then
     {
         echo "# dirtybitmap instructions per write (callgrind)"
         machine "$@"
-        echo "writes: $callgrind 4K random writes, QD16, 1 job"
+        echo "writes: $callgrind writes of $cg_bs, fio --rw=$cg_rw, QD16, 1 job"
         echo
     } | tee "$log"
     CG_NBDKIT='valgrind --tool=callgrind --callgrind-out-file=$d/cg.out nbdkit -f -U $d/sock'
-    CG_FIO='fio --name=cg --ioengine=nbd --uri="nbd+unix:///?socket=$d/sock" --rw=randwrite --bs=4k --iodepth=16 --norandommap --randrepeat=1 --number_ios=$n --size=$SIZE --output-format=json --output=$d/fio.json'
+    CG_FIO='fio --name=cg --ioengine=nbd --uri="nbd+unix:///?socket=$d/sock" --rw=$cg_rw --bs=$cg_bs --iodepth=16 --norandommap --randrepeat=1 --number_ios=$n --size=$SIZE --output-format=json --output=$d/fio.json'
     cg_args ()
     {
         case "$1" in
@@ -390,7 +397,7 @@ if [ -n "$callgrind" ]; then
             null+noextents) echo "--filter=noextents null \$SIZE" ;;
             null+bm) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=flush" ;;
             null+bm-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=flush" ;;
-            null+bm-coarse-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=coarse" ;;
+            null+bm-coarse|null+bm-coarse-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=coarse" ;;
             null+bm-strict-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=strict" ;;
             null+32bm|null+32bm-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b1 bitmap-file=\$d/bitmaps durability=flush" ;;
         esac
@@ -403,7 +410,7 @@ if [ -n "$callgrind" ]; then
             *) echo ":" ;;
         esac
     }
-    CG_CONFIGS="null null+noextents null+bm null+bm-dirty null+bm-strict-dirty null+bm-coarse-dirty null+32bm null+32bm-dirty"
+    CG_CONFIGS="null null+noextents null+bm null+bm-dirty null+bm-strict-dirty null+bm-coarse null+bm-coarse-dirty null+32bm null+32bm-dirty"
     {
         echo "Commands (\$n is $callgrind, then 0):"
         for c in $CG_CONFIGS; do
@@ -586,6 +593,16 @@ for ((r = 1; r <= rounds; ++r)); do
         order="$(echo $configs | tr ' ' '\n' | tac | tr '\n' ' ')"
     fi
     for w in $workloads; do
+        if [ -n "$durcmp" ]; then
+            # A fresh order per round and workload (seeded: the same
+            # every run), so that no configuration always takes the
+            # same place, such as the first file cell after the null
+            # ones, where the disk's writeback from before lands.
+            order="$(python3 -c 'import random, sys
+l = sys.argv[2:]; random.Random(sys.argv[1]).shuffle(l); print(" ".join(l))' \
+                     "$r $w" $configs)"
+            echo "round $r $w: order $order" >> "$log"
+        fi
         for c in $order; do
             n=$((n + 1))
             run_cell "$r" "$w" "$c"
