@@ -33,7 +33,7 @@ static const char *plugin_file;         /* the plugin's file= */
 static char *disk_file;                 /* its real path, if a regular file */
 static mode_t disk_mode = 0600;         /* its permission bits */
 static enum extents_mode extents_mode = EXTENTS_DEFAULT;
-static enum bmf_durability durability = BMF_FLUSH;
+static enum bmf_durability durability = BMF_COARSE;
 static unsigned cgbits = BMF_DEFAULT_CGBITS; /* coarse-granularity= */
 static bool cgbits_given;
 static const char *export_name = "";    /* export=: the tracked export */

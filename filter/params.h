@@ -45,7 +45,7 @@ extern void params_free (void);
   "merge-file=PATH          Take merge sources from this bitmap file.\n" \
   "extents=bitmap|passthrough  Answer extents from bitmap= or from below.\n" \
   "durability=flush|strict|coarse\n" \
-  "                         When bits reach stable storage (default flush).\n" \
+  "                         When bits reach stable storage (default coarse).\n" \
   "coarse-granularity=SIZE  Coarse granule of durability=coarse (default 16M).\n" \
   "export=NAME              The export the bitmaps track (default \"\").\n" \
   "control=PATH             Serve the control channel on this socket."

@@ -22,6 +22,11 @@
 #       a field of directory entry I
 #   bmfile-edit.py FILE word I N VALUE
 #       set 64 bit word N of the data of bitmap I
+#   bmfile-edit.py FILE data-from SNAPSHOT
+#       put the data of every bitmap of the current header back as it
+#       is in SNAPSHOT, a copy of FILE taken when those bits were
+#       synced: what a power loss leaves of bits that only the page
+#       cache held (the headers, directory and shadows stay as they are)
 #
 # Numbers may be given in hex (0x...).  Strings (magic, boot_id, name)
 # are given as text.
@@ -35,7 +40,7 @@ HEADER = {                      # name: (offset, struct format)
     "dir_length": (48, "<I"), "nr_bitmaps": (52, "<I"),
     "dir_crc": (56, "<I"), "incompat": (60, "<I"),
     "file_length": (64, "<Q"), "open_pid": (72, "<Q"),
-    "boot_id": (80, "40s"), "crc": (252, "<I"),
+    "boot_id": (80, "40s"), "compat": (120, "<I"), "crc": (252, "<I"),
 }
 ENTRY = {
     "data_offset": (0, "<Q"), "data_length": (8, "<Q"), "gbits": (16, "<I"),
@@ -134,6 +139,13 @@ def main():
         e = entries(buf, s)[int(args[0])]
         d = get(buf, e, ENTRY, "data_offset")
         struct.pack_into("<Q", buf, d + 8 * int(args[1]), int(args[2], 0))
+    elif cmd == "data-from":
+        old = open(args[0], "rb").read()
+        for e in entries(buf, s):
+            d = get(buf, e, ENTRY, "data_offset")
+            n = get(buf, e, ENTRY, "data_length")
+            assert d + n <= len(old), "data-from: the snapshot is too short"
+            buf[d:d + n] = old[d:d + n]
     else:
         sys.exit("bmfile-edit.py: unknown command " + cmd)
     with open(path, "r+b") as f:

@@ -30,7 +30,7 @@ python3 "$control" send "$ctl" '{"execute": "query"}' > query.json
 python3 - query.json <<'EOF2'
 import json, sys
 q = json.load(open(sys.argv[1]))["return"]
-assert q["size"] == 1048576 and q["durability"] == "flush", q
+assert q["size"] == 1048576 and q["durability"] == "coarse", q
 assert q["backup"] is None, q
 assert [set(b) for b in q["bitmaps"]] == \
     [{"name", "granularity", "recording", "consistent", "dirty-bytes",

@@ -56,7 +56,7 @@ expect info.out <<EOF2
 file: disk.img.bitmaps
 format version: 1
 disk size: 1048576 (1 MiB)
-state: in use (pid $pid, durability=flush)
+state: in use (pid $pid, durability=coarse)
 bitmaps:
     [0]:
         name: b0
