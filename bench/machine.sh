@@ -3,7 +3,7 @@
 # bench/machine.sh: backing up a machine's disks at one cut
 # (dirtybitmap backup with several --disk), side by side in one run.
 #
-#   bench/machine.sh [--parts=cut,steps,copy] [--runtime=SECONDS] [--cuts=N]
+#   bench/machine.sh [--parts=cut,steps,copy,callgrind] [--runtime=SECONDS] [--cuts=N]
 #                    [--cut-size=SIZE] [--rounds=N] [--size=MIB]
 #                    [--dir=DIR] [--shm=DIR]
 #
@@ -35,6 +35,12 @@
 #         a cut; and every cell's pooled latency percentiles.  A
 #         fourth cell, idle, makes --cuts cuts of the same servers
 #         with no writer: the window's floor.
+#   callgrind (not among the defaults; needs valgrind) the
+#         instructions one server spends in backup-begin (the function
+#         backup_begin and all it calls), counted by callgrind over
+#         --cuts begins of an incremental view (null --cut-size,
+#         bitmap at 64K, nothing written), per begin: exact and
+#         repeatable, unlike the times of "steps".
 #   steps The cut's steps timed one by one by a client of the control
 #         sockets that makes them as dirtybitmap backup does (pause
 #         every server, backup-begin on each, resume each; each step
@@ -375,6 +381,32 @@ if [[ ,$parts, == *,steps,* ]]; then
         for (( i = 0; i < nr; ++i )); do stop "$w/$i.pid"; done
         say "$(printf '%-4s x%d %-4s %s' $size $nr $load "$line")"
     done
+    say
+fi
+
+# --- callgrind ---------------------------------------------------------
+if [[ ,$parts, == *,callgrind,* ]]; then
+    command -v valgrind >/dev/null || { echo "$prog: needs valgrind" >&2; exit 1; }
+    w="$work/cg"; f="$fast/cg"; rm -rf "$w" "$f"; mkdir -p "$w" "$f"
+    valgrind --tool=callgrind --callgrind-out-file="$w/cg.out" \
+             --toggle-collect=backup_begin \
+             nbdkit -f -U "$w/0.sock" --filter="$FILTER" \
+             null $cut_size bitmap-file="$w/0.bitmaps" bitmap=c0 \
+             action=add granularity=64K control="$w/0.ctl" \
+             </dev/null 2>"$w/valgrind.log" &
+    vg=$!
+    # (valgrind starts slowly: up to a minute.)
+    for (( i = 0; i < 1200; ++i )); do [ -S "$w/0.ctl" ] && break; sleep 0.05; done
+    wait_socket "$w/0.ctl"
+    steps_client "$cuts" "$f" "$w/0.ctl:$vg" >/dev/null
+    kill $vg; wait $vg || :
+    total=$(callgrind_annotate "$w/cg.out" 2>/dev/null |
+            sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
+    say "## callgrind: backup-begin of one $cut_size server (64K), $cuts begins"
+    say "instructions per begin: $(( total / cuts ))"
+    callgrind_annotate --inclusive=yes "$w/cg.out" 2>/dev/null |
+        sed -n '/file:function/,$p' | grep -v '???:' | sed -n '2,16p' |
+        tee -a "$log"
     say
 fi
 

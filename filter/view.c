@@ -10,15 +10,21 @@
  *   lost       it was overwritten but could not be kept (the store
  *              failed): reads of it fail, the view is broken;
  *   released   the client said it is done with it (a trim);
- *   done       nothing more to do before a write to it: not needed by
- *              the view (clean in the frozen bitmap, released), or
+ *   done       nothing more to do before a write to it: released,
  *              preserved, or lost.
  *
- * A write to the disk tests `done` for its granules lock-free: once a
- * granule is dealt with, that is all it costs.  Otherwise, per granule
- * not done: wait until nobody reads or preserves it, read its old data
- * from the layer below, write it to the store, mark it, and only then
- * let the write go down.
+ * A granule is *settled* when it is done or the frozen bitmap of an
+ * incremental view says it did not change (the view does not hold
+ * it).  The frozen bits are tested where they are, never copied into
+ * `done`: a begin inside a machine's cut then costs no work that grows
+ * with the disk, and the arrays are anonymous mappings, whose pages
+ * cost nothing until a granule in them is first marked.
+ *
+ * A write to the disk tests its granules lock-free: once a granule is
+ * settled, that is all it costs.  Otherwise, per granule not settled:
+ * wait until nobody reads or preserves it, read its old data from the
+ * layer below, write it to the store, mark it, and only then let the
+ * write go down.
  *
  * A read of the view registers its granules as busy, so that no write
  * can overwrite one of them while it is being read from below; a
@@ -42,6 +48,7 @@
 #include <string.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include "format.h"
 #include "util.h"
@@ -81,36 +88,42 @@ struct view {
  * Lifetime.
  */
 
+/* The view's own arrays: zero pages of an anonymous mapping, which
+ * cost neither clearing nor a fault until a bit in them is set (a
+ * calloc of this size may come from the heap and be cleared there).
+ */
 static int
 alloc_bits (struct bits *b, uint64_t nr)
 {
+  size_t len = MAX (bits_nr_words (nr), 1) * sizeof (uint64_t);
+  void *p = mmap (NULL, len, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+  if (p == MAP_FAILED)
+    return -1;
   b->nr_bits = nr;
-  b->words = calloc (MAX (bits_nr_words (nr), 1), sizeof (uint64_t));
-  return b->words ? 0 : -1;
+  b->words = p;
+  b->map_base = p;
+  b->map_length = len;
+  return 0;
 }
 
-/* Granules of the view that the frozen bitmap says did not change are
- * done from the start: set them run by run (the cost grows with the
- * number of runs, not the size of the disk).
- */
 static void
-mark_unchanged (uint64_t offset, uint64_t length, bool dirty, void *opaque)
+free_bits (struct bits *b)
 {
-  struct view *v = opaque;
-
-  if (!dirty && length)
-    bits_set_range (&v->done, offset >> v->gbits,
-                    MIN ((offset + length - 1) >> v->gbits, v->nr - 1));
+  if (b->map_base)
+    munmap (b->map_base, b->map_length);
+  memset (b, 0, sizeof *b);
 }
 
 static void
 view_free (struct view *v)
 {
   free (v->frozen.words);
-  free (v->done.words);
-  free (v->preserved.words);
-  free (v->released.words);
-  free (v->lost.words);
+  free_bits (&v->done);
+  free_bits (&v->preserved);
+  free_bits (&v->released);
+  free_bits (&v->lost);
   free (v->busy);
   scratch_free (v->scratch);
   pthread_mutex_destroy (&v->lock);
@@ -155,8 +168,6 @@ view_create (const char *name, uint64_t size, struct bits *frozen,
     view_free (v);
     return NULL;
   }
-  if (!v->full && v->nr)
-    bits_for_each_run (&v->frozen, v->frozen_gbits, size, mark_unchanged, v);
   return v;
 }
 
@@ -213,6 +224,30 @@ granule_bytes (const struct view *v, uint64_t i)
 {
   uint64_t start = i << v->gbits;
   return MIN (UINT64_C (1) << v->gbits, v->size - start);
+}
+
+/* Whether the frozen bitmap of an incremental view says granule i did
+ * not change.  The frozen bits never change once the view exists, so
+ * this needs no lock.  (A granule past their end counts as changed.)
+ */
+static bool
+unchanged (const struct view *v, uint64_t i)
+{
+  uint64_t f;
+
+  if (v->full)
+    return false;
+  f = i >> (v->frozen_gbits - v->gbits);
+  return f < v->frozen.nr_bits && !bits_test (&v->frozen, f);
+}
+
+/* Whether a write to granule i has nothing to do first (see the top:
+ * settled).  Lock-free; under the lock for a decision that holds.
+ */
+static bool
+settled (const struct view *v, uint64_t i)
+{
+  return bits_test (&v->done, i) || unchanged (v, i);
 }
 
 /* Bytes of the granules set in b. */
@@ -333,7 +368,7 @@ preserve (struct view *v, nbdkit_next *next, uint64_t i, char *buf)
 
   pthread_mutex_lock (&v->lock);
   for (;;) {
-    if (bits_test (&v->done, i)) {
+    if (settled (v, i)) {
       pthread_mutex_unlock (&v->lock);
       return;
     }
@@ -382,12 +417,12 @@ view_before_write (struct view *v, nbdkit_next *next, uint32_t count,
   if (bits_all_set (&v->done, first, last))
     return;
   for (i = first; i <= last; ++i) {
-    if (bits_test (&v->done, i))
+    if (settled (v, i))
       continue;
     if (buf == NULL && (buf = malloc (UINT64_C (1) << v->gbits)) == NULL) {
       pthread_mutex_lock (&v->lock);
       for (; i <= last; ++i)
-        if (!bits_test (&v->done, i) && !busy_locked (v, i, i, true)) {
+        if (!settled (v, i) && !busy_locked (v, i, i, true)) {
           bits_set_range (&v->lost, i, i);
           bits_set_range (&v->done, i, i);
         }

@@ -80,6 +80,11 @@ fi
 ctl '{"execute": "backup-begin",
       "arguments": {"name": "snap", "bitmap": "b0", "checkpoint": "b1"}}'
 nbdsh -u "$uri" -c 'h.pwrite(b"3" * 4096, 8192)'
+# Writes to what did not change keep nothing: only granule 0 (changed,
+# then overwritten) is in the store.
+nbdsh -u "$uri" -c 'h.pwrite(b"4" * 131072, 2097152 - 4096)' \
+      -c 'h.pwrite(b"5" * 4096, 8388608 - 4096)'
+test "$(backup "['preserved-bytes']")" = 65536
 nbdinfo --map "$view" > map
 expect map <<'EOF2'
          0      131072    0  data
