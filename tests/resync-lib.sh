@@ -24,14 +24,6 @@ requires test -f "$shim"
 size=$((2 * 1024 * 1024))
 declare -A changed=([outside]=4 [power]=3 [deleted]=2 [syncfail]=4)
 
-# rebooted CMD ARGS...: CMD as on another boot of this machine.
-echo 0f0f0f0f-1111-4222-8333-444444444444 > other-boot-id
-rebooted ()
-{
-    unshare -m -- sh -c \
-      'mount --bind "$1" /proc/sys/kernel/random/boot_id && shift && exec "$@"' \
-      sh "$PWD/other-boot-id" "$@"
-}
 
 # serve_child D [ARGS...]: serve, but as a child of this shell (for
 # kill -9), its standard error in D.err.

@@ -15,13 +15,6 @@ requires test -r /proc/sys/kernel/random/boot_id
 old="$abs_top_srcdir/tests/old-format/before-shadows.bitmaps"
 dirtybitmap check "$old"
 
-echo 0f0f0f0f-1111-4222-8333-444444444444 > other-boot-id
-rebooted ()
-{
-    unshare -m -- sh -c \
-      'mount --bind "$1" /proc/sys/kernel/random/boot_id && shift && exec "$@"' \
-      sh "$PWD/other-boot-id" "$@"
-}
 
 for mode in flush strict coarse; do
     cp "$old" $mode.bitmaps

@@ -11,15 +11,8 @@ set -x
 requires_dirtybitmap_filter
 requires test -r /proc/sys/kernel/random/boot_id
 
-# rebooted cmd args...: run cmd as on another boot of this machine (a
+# rebooted (functions.sh): cmd as on another boot of this machine (a
 # boot id of its own, bind-mounted in a private mount namespace).
-echo 0f0f0f0f-1111-4222-8333-444444444444 > other-boot-id
-rebooted ()
-{
-    unshare -m -- sh -c \
-      'mount --bind "$1" /proc/sys/kernel/random/boot_id && shift && exec "$@"' \
-      sh "$PWD/other-boot-id" "$@"
-}
 requires rebooted true
 test "$(rebooted cat /proc/sys/kernel/random/boot_id)" = \
      0f0f0f0f-1111-4222-8333-444444444444

@@ -60,13 +60,9 @@ expect map <<'EOF2'
 EOF2
 
 # The next boot: the same command line.
-echo 0f0f0f0f-1111-4222-8333-444444444444 > other-boot-id
 rm -f sock ctl
-unshare -m -- sh -c \
-    'mount --bind "$1" /proc/sys/kernel/random/boot_id && shift && exec "$@"' \
-    sh "$PWD/other-boot-id" \
-    nbdkit -f -P "$PWD/pid2" -U "$PWD/sock" --filter="$FILTER" \
-           file disk.img control="$PWD/ctl" 2> start.err &
+rebooted nbdkit -f -P "$PWD/pid2" -U "$PWD/sock" --filter="$FILTER" \
+         file disk.img control="$PWD/ctl" 2> start.err &
 pid2=$!
 cleanup_fn kill_nbdkit $pid2
 for (( i = 0; i < 100; ++i )); do

@@ -22,13 +22,6 @@ bm=disk.img.bitmaps
 truncate -s 64M disk.img
 M=1048576
 
-echo 0f0f0f0f-1111-4222-8333-444444444444 > other-boot-id
-rebooted ()
-{
-    unshare -m -- sh -c \
-      'mount --bind "$1" /proc/sys/kernel/random/boot_id && shift && exec "$@"' \
-      sh "$PWD/other-boot-id" "$@"
-}
 # write OFFSET args...: a clean run with args that writes 4K at OFFSET.
 write ()
 {
