@@ -52,7 +52,7 @@ outside vda 64
 serve vda
 overlay inc3.qcow2 inc2.qcow2 qcow2
 backup vda c4.json "$target" --incremental c3 --checkpoint c4
-grep -F "dirtybitmap: backup: disk vda: bitmap c3 is inconsistent: a resync (the whole disk read, only what differs from $PWD/vda.c3.sums written)" \
+grep -F "dirtybitmap: backup: disk vda: bitmap c3 is inconsistent: a resync (the whole disk read, only what differs from what $target holds written, as nothing shows that it holds the image of $PWD/vda.c3.sums)" \
      c4.json.err
 report c4.json mode=resync written=$((chunk + 12800)) bytes-read=$size \
        bytes-unchanged=$((size - chunk - 12800)) checksums="$PWD/vda.c4.sums"

@@ -402,8 +402,10 @@ do_backup (int argc, char *argv[])
   if (servers_connect (&s) == 0 && cut_check (&s) == 0 &&
       cut_make (&s) == 0 && prepare_checksums (&s) == 0 &&
       copies_run (&s, opts.o.progress) == 0 && cut_views_ok (&s) == 0 &&
-      checksums_write (&s) == 0 && cut_end (&s) == 0)
+      checksums_write (&s) == 0 && cut_end (&s) == 0) {
     ok = true;
+    checksums_publish (&s);
+  }
   else {
     checksums_undo (&s);
     cut_undo (&s);

@@ -81,14 +81,15 @@ struct disk {
 
   /* Checksums (backup/checksums.c). */
   enum copy_mode mode;
-  struct sums *prev;            /* the previous backup's, if usable */
+  struct sums *prev;            /* the disk at B, if a set says so */
   char *prev_sums_path;
-  bool prev_in_place;           /* prev is the set of this very target
-                                 * file, which the copy changes */
+  bool prev_holds;              /* target provably holds prev's image */
   char *prev_why;               /* why prev is NULL */
   struct sums *sums;            /* this backup's, or NULL: none */
   char *sums_path;
-  bool sums_written;
+  bool sums_held;               /* the target will hold what sums says */
+  bool sums_staged;             /* written as sums_path.tmp */
+  bool sums_written;            /* and put in place */
   struct copy_sums cs;
 };
 
@@ -217,10 +218,20 @@ extern void checksums_find (struct set *s, struct disk *d);
  */
 extern void checksums_plan (struct set *s, struct disk *d, bool base_there,
                             bool base_consistent);
-/* After the cut: d's new set, and d->o set to keep it. */
+/* After the cut, before d's target is written: every set that
+ * describes the target, or an older NEW of this disk, made unusable;
+ * d's new set, and d->o set to keep it.
+ */
 extern int checksums_prepare (struct set *s, struct disk *d);
-/* Once every copy is complete: write every disk's set. */
+/* Once every copy is complete: every disk's set written under its
+ * temporary name, not yet in place.
+ */
 extern int checksums_write (struct set *s);
+/* Once the servers have committed NEW (cut_end): the sets put in
+ * place.  What fails is said, and costs the next backup its
+ * checksums, never the backup.
+ */
+extern void checksums_publish (struct set *s);
 /* The backup failed after all: remove the sets written. */
 extern void checksums_undo (struct set *s);
 extern void checksums_free (struct disk *d);
