@@ -200,8 +200,12 @@ do_copy (int argc, char *argv[])
 
   status = copy_run (&o, &r) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
   if (status == EXIT_SUCCESS && sums) {
-    char *error;
-    if (sums_write (sums_path, sums, &error) == -1) {
+    char *error = NULL;
+    /* A whole copy holds the image; an incremental one holds what its
+     * target held before, which nothing here shows.
+     */
+    if (sums_bind (sums, o.target, o.full) == -1 ||
+        sums_write (sums_path, sums, &error) == -1) {
       bm_error ("copy: the copy is complete, but its checksums could not "
                 "be written: %s", error ? error : strerror (ENOMEM));
       free (error);
