@@ -380,18 +380,26 @@ sums_write (const char *path, const struct sums *s, char **error)
 }
 
 /* The absolute path of a file target (resolved, so that two spellings
- * of one file agree), or a copy of an NBD URI.
+ * of one file agree; one that is not there yet, by its directory), or
+ * a copy of an NBD URI.
  */
 static char *
 target_name (const char *target)
 {
-  char *abs;
+  char *abs, *d = NULL, *b = NULL, *dir = NULL, *name = NULL;
 
   if (is_nbd_uri (target))
     return strdup (target);
   if ((abs = realpath (target, NULL)) != NULL)
     return abs;
-  return strdup (target);
+  if ((d = strdup (target)) != NULL && (b = strdup (target)) != NULL &&
+      (dir = realpath (dirname (d), NULL)) != NULL &&
+      asprintf (&name, "%s/%s", dir, basename (b)) == -1)
+    name = NULL;
+  free (d);
+  free (b);
+  free (dir);
+  return name ? name : strdup (target);
 }
 
 int
