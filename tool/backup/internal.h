@@ -201,12 +201,42 @@ extern int thaw_guest (struct set *s);
 
 /* backup/agent.c: a qemu-guest-agent on a Unix socket.  Every wait
  * ends at deadline (monotonic seconds) or, with wake, on a signal.
- * *error says why on -1.
+ * *error says why on failure.
+ */
+
+/* What a request came to. */
+enum agent_result {
+  AGENT_OK = 0,                 /* answered: *ret is its return value */
+  AGENT_REFUSED = -1,           /* answered with an error */
+  AGENT_SILENT = -2,            /* no answer by the deadline (or a
+                                 * signal): what was sent stays queued,
+                                 * the connection is out of step */
+  AGENT_GONE = -3,              /* the connection failed: what was sent
+                                 * may not have reached the agent */
+};
+
+/* Connect and send a 0xFF (which resets the agent's parser), awaiting
+ * nothing: 0, or -1.
+ */
+extern int agent_open (const char *path, double deadline, bool wake,
+                       int *fd, char **error);
+/* agent_open, then guest-sync-delimited awaited: the channel in step,
+ * the agent alive.  0, or -1.
  */
 extern int agent_connect (const char *path, double deadline, bool wake,
                           int *fd, char **error);
+/* Send command and await its reply (on a connection in step). */
 extern int agent_execute (int fd, const char *command, double deadline,
                           bool wake, json_object **ret, char **error);
+/* Send command, then a guest-sync, and take as command's reply the one
+ * just before the sync's: right even while earlier requests on fd (a
+ * freeze that has not answered) still owe theirs.  *sent: command was
+ * written on the channel, so the agent runs it after them.
+ */
+extern int agent_execute_after (int fd, const char *command,
+                                double deadline, bool wake,
+                                json_object **ret, bool *sent,
+                                char **error);
 
 /* backup/checksums.c */
 
