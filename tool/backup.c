@@ -340,6 +340,20 @@ check_options (struct set *s)
   return 0;
 }
 
+/* No two disks in one place (backup/places.c). */
+static int
+check_disks (const struct set *s)
+{
+  char *error;
+  int r;
+
+  if (set_check_disks (s, &error) == 0)
+    return 0;
+  r = bad_usage ("backup ", "%s", error ? error : strerror (ENOMEM));
+  free (error);
+  return r;
+}
+
 /* The options and arguments, into s and opts: 0, or the exit status
  * (the problem said).
  */
@@ -350,7 +364,8 @@ parse_backup (int argc, char *argv[], struct set *s, struct options *opts)
 
   if ((r = parse_options (argc, argv, s, opts)) != 0 ||
       (r = parse_disks (argc, argv, s, opts)) != 0 ||
-      (r = check_options (s)) != 0)
+      (r = check_options (s)) != 0 ||
+      (r = check_disks (s)) != 0)
     return r;
   return 0;
 }

@@ -5,6 +5,8 @@
  *
  * backup/set.c       the set and its disks: --disk read, the views'
  *                    URIs, errors recorded
+ * backup/places.c    no two disks in one place: names, control
+ *                    sockets, targets, checksums compared
  * backup/servers.c   one control connection per disk: a request sent
  *                    to every server at once, the replies awaited
  *                    together until a deadline
@@ -153,6 +155,14 @@ extern int disk_prepare (struct disk *d, const char *view,
 /* What set.c gave d (checksums_free frees the rest). */
 extern void disk_free (struct disk *d);
 
+/* backup/places.c */
+
+/* Before anything: no two disks of s share a name, a control socket,
+ * a target or a place for their checksums.  -1 with a malloced message
+ * in *error naming both disks and what they share.
+ */
+extern int set_check_disks (const struct set *s, char **error);
+
 /* backup/servers.c */
 
 /* Connect to every disk's control socket. */
@@ -254,6 +264,9 @@ extern int checksums_write (struct set *s);
 /* The backup failed after all: remove the sets written. */
 extern void checksums_undo (struct set *s);
 extern void checksums_free (struct disk *d);
+/* Where d's checksums at checkpoint live (malloced), or NULL: nowhere. */
+extern char *checksums_path (const struct set *s, const struct disk *d,
+                             const char *checkpoint);
 
 /* backup/copies.c: every disk's view copied to its target, one thread
  * per disk; the first failure stops the others.
