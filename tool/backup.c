@@ -354,6 +354,23 @@ check_disks (const struct set *s)
   return r;
 }
 
+/* The manifest's place, before anything changes: a manifest that
+ * cannot be written is said now, while every disk is still at B.
+ */
+static int
+check_manifest (const struct options *opts)
+{
+  char *error;
+
+  if (opts->manifest == NULL ||
+      report_manifest_ready (opts->manifest, &error) == 0)
+    return 0;
+  fprintf (stderr, "%s: backup: %s\n", prog,
+           error ? error : strerror (ENOMEM));
+  free (error);
+  return EXIT_FAILURE;
+}
+
 /* The options and arguments, into s and opts: 0, or the exit status
  * (the problem said).
  */
@@ -365,7 +382,8 @@ parse_backup (int argc, char *argv[], struct set *s, struct options *opts)
   if ((r = parse_options (argc, argv, s, opts)) != 0 ||
       (r = parse_disks (argc, argv, s, opts)) != 0 ||
       (r = check_options (s)) != 0 ||
-      (r = check_disks (s)) != 0)
+      (r = check_disks (s)) != 0 ||
+      (r = check_manifest (opts)) != 0)
     return r;
   return 0;
 }
@@ -465,8 +483,11 @@ do_backup (int argc, char *argv[])
   if (!ok)
     say_failure (&s);
   report_summary (stdout, &s, ok, opts.json);
-  if (opts.manifest && report_manifest (&s, ok, opts.manifest) == -1)
-    ok = false;
+  /* A committed set is a success, manifest or not. */
+  if (opts.manifest && report_manifest (&s, ok, opts.manifest) == -1 && ok)
+    fprintf (stderr, "%s: backup: NO MANIFEST: the backup is complete "
+             "(checkpoint %s on every disk), but its manifest %s could not "
+             "be written\n", prog, s.checkpoint, opts.manifest);
   status = ok ? EXIT_SUCCESS : EXIT_FAILURE;
 
  out:

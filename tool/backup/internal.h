@@ -280,5 +280,9 @@ extern void report_summary (FILE *fp, const struct set *s, bool ok,
 /* The manifest, atomically (FILE.tmp, then renamed). */
 extern int report_manifest (const struct set *s, bool ok,
                             const char *path);
+/* Before anything: whether the manifest can be written at path (its
+ * FILE.tmp created, FILE replaced).  -1 with a malloced *error.
+ */
+extern int report_manifest_ready (const char *path, char **error);
 
 #endif /* DIRTYBITMAP_BACKUP_INTERNAL_H */
