@@ -194,7 +194,7 @@ extern int cut_check (struct set *s);
 extern int cut_make (struct set *s);
 /* Whether every view held to the end (none broke). */
 extern int cut_views_ok (struct set *s);
-/* End every view; then with --remove-incremental remove B. */
+/* End every view; then with --remove-incremental remove B where it is. */
 extern int cut_end (struct set *s);
 /* After a failure: every server resumed, every view ended, NEW
  * removed where this run added it, the guest thawed.
