@@ -4,6 +4,8 @@
  * command line and runs the steps; backup/ holds them (see
  * backup/internal.h):
  *
+ *   read the command line: no two disks in one place, the manifest's
+ *   place writable
  *   connect to every disk's control socket
  *   check (B on every disk, no view open, leftovers of a killed run)
  *   the cut: freeze the guest, pause all, begin all, resume all, thaw
