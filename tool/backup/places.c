@@ -72,12 +72,19 @@ canonical (const char *path, unsigned depth)
     }
     goto out;
   }
-  /* Missing: its directory resolved, its name appended. */
+  /* Missing: its directory resolved, its name appended (a missing
+   * directory is no symlink: its "." and ".." are read as written).
+   */
   if (strcmp (dir, path) == 0)
     out = strdup (path);
   else if ((r = canonical (dir, depth)) != NULL) {
-    if (asprintf (&out, "%s/%s", strcmp (r, "/") == 0 ? "" : r,
-                  basename (bcopy)) == -1)
+    const char *base = basename (bcopy);
+    if (strcmp (base, ".") == 0)
+      out = strdup (r);
+    else if (strcmp (base, "..") == 0)
+      out = strdup (dirname (r));
+    else if (asprintf (&out, "%s/%s", strcmp (r, "/") == 0 ? "" : r,
+                       base) == -1)
       out = NULL;
     free (r);
   }
