@@ -528,3 +528,10 @@ checksums_free (struct disk *d)
   free (d->prev_sums_path);
   free (d->prev_why);
 }
+
+char *
+checksums_path (const struct set *s, const struct disk *d,
+                const char *checkpoint)
+{
+  return sums_path (s, d, checkpoint, NULL);
+}
