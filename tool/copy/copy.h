@@ -53,6 +53,9 @@ struct copy_sums {
 
 struct copy_options {
   const char *source;           /* NBD URI */
+  const char *source_name;      /* how messages name the source (an
+                                 * image served for the copy), or NULL:
+                                 * its URI */
   const char *target;           /* a file, a block device or an NBD URI */
   bool full;                    /* every byte, not only the dirty ones */
   bool progress;                /* the progress display on stderr */
