@@ -155,7 +155,10 @@ open_target (struct job *j)
   return 0;
 }
 
-/* Request sizes: never above what either server accepts. */
+/* Request sizes: never above what either server accepts.  By default
+ * at least the target's zero_align, so that a piece of data that
+ * reads as zeroes can be a zero operation (copy/worker.c).
+ */
 static int
 choose_sizes (struct job *j)
 {
@@ -163,6 +166,9 @@ choose_sizes (struct job *j)
   struct target *t = c->dst;
   uint64_t mb;
 
+  if (j->o->request_size == 0 && t->zero_align > c->request_size &&
+      t->zero_align <= COPY_MAX_REQUEST_SIZE)
+    c->request_size = t->zero_align;
   if ((mb = max_block (c->src[0])) && mb < c->request_size)
     c->request_size = mb;
   if (t->max_request && t->max_request < c->request_size)
