@@ -11,6 +11,20 @@
  * BMF_ALIVE_PERIOD; a server stalled past its lease can only make a
  * later start see its own writes as foreign, which costs a full backup
  * and misses nothing).  After a reboot it died before the boot.
+ *
+ * Why an identity is sound.  The kernel cuts that time to the file
+ * system's granule: a nanosecond on most, a whole second on ext4 with
+ * 128-byte inodes and ext3, two on vfat.  A write made in the same
+ * granule as the time recorded keeps it, and the size: it would pass
+ * unseen.  So an identity is taken with a stat that follows a reading
+ * of the clock already past the granule of the time that the stat
+ * shows (stable_id_of): every later write is stamped with that granule
+ * or a later one.  The granule is inferred from the time itself (a
+ * time that happens to end in zeros only waits longer), and the wait
+ * comes only when the disk was written within its last granule: a
+ * tick, or up to 2 s on such file systems.  The identity recorded is
+ * the one judged (a later stat would take in a write made since),
+ * until this process writes the disk.
  */
 
 #include <config.h>
@@ -32,6 +46,7 @@
 #include "util.h"
 
 #define NS INT64_C (1000000000)
+#define MS INT64_C (1000000)
 
 static int64_t
 now_ns (clockid_t clock)
@@ -76,6 +91,49 @@ disk_id_of (const char *disk, struct bmf_disk_id *id)
   return 0;
 }
 
+int64_t
+bmf_stamp_granule (int64_t mtime_ns)
+{
+  int64_t g = 1;
+
+  if (mtime_ns % NS == 0)
+    return 2 * NS;
+  while (g < NS / 10 && mtime_ns % (g * 10) == 0)
+    g *= 10;
+  return g;
+}
+
+enum stable { STABLE, UNSTABLE, UNSEEN };
+
+/* Stat disk into *id once a write made after the stat must get another
+ * time than the one it shows (see the top of this file): STABLE, or
+ * UNSEEN (cannot stat), or UNSTABLE if the clock did not pass the
+ * granule of that time within BMF_STAMP_WAIT_MAX (*id is the last
+ * stat).  Bounded in time and in steps, whatever the clocks do.
+ */
+static enum stable
+stable_id_of (const char *disk, struct bmf_disk_id *id)
+{
+  const int64_t start = now_ns (CLOCK_MONOTONIC);
+  int64_t before, ready;
+  int i;
+
+  for (i = 0; i <= BMF_STAMP_WAIT_MAX / MS; ++i) {
+    before = now_ns (CLOCK_REALTIME_COARSE);
+    if (disk_id_of (disk, id) == -1)
+      return UNSEEN;
+    ready = id->mtime_ns + bmf_stamp_granule (id->mtime_ns);
+    if (before >= ready)
+      return STABLE;
+    if (ready - before > BMF_STAMP_WAIT_MAX ||
+        now_ns (CLOCK_MONOTONIC) - start > BMF_STAMP_WAIT_MAX)
+      break;
+    nanosleep (&(struct timespec) {
+        .tv_nsec = MAX (MS, MIN (ready - before, 100 * MS)) }, NULL);
+  }
+  return UNSTABLE;
+}
+
 /* Whether a bitmap of st trusts the record: one that records. */
 static bool
 relies (const struct bmf_state *st)
@@ -105,92 +163,202 @@ when (int64_t ns, char *buf, size_t len)
   return buf;
 }
 
-enum bmf_disk_verdict
-bmf_check_disk (struct bmf *f, const char *disk, struct bmerr *why)
+/* The verdict on the disk, whose stat is now, by the records of f
+ * (identity.h): no system call.
+ */
+static enum bmf_disk_verdict
+verdict (const struct bmf *f, const struct bmf_disk_id *now,
+         const char *disk, struct bmerr *why)
 {
   const struct bmf_state *st = &f->st;
-  struct bmf_disk_id now;
   char t1[64], t2[64];
 
-  if (!relies (st))
-    return BMF_DISK_SAME;
-  if (disk_id_of (disk, &now) == -1) {
-    if (disk)
-      bm_debug ("%s: %m: the disk is not checked", disk);
-    return BMF_DISK_UNCHECKED;
-  }
   if (st->has_disk_id) {
     /* Size and time only: a reboot may change the device number, and
      * a copy that keeps the time (cp -p, rsync -t) of a disk moved
      * with its bitmap file is the same disk.
      */
-    if (st->disk_id.size == now.size && st->disk_id.mtime_ns == now.mtime_ns)
+    if (st->disk_id.size == now->size &&
+        st->disk_id.mtime_ns == now->mtime_ns)
       return BMF_DISK_SAME;
     bmerr_set (why, ESTALE, "%s was written without the filter since its "
                "bitmaps last recorded it (its size or modification time "
                "changed)", disk);
+    return BMF_DISK_WRITTEN;
   }
-  else if (st->has_seen) {
+  if (st->has_seen) {
     /* The time alone: a size change is a write, and the size that the
      * bitmaps cover may not be the file's (a filter below the
      * dirtybitmap filter, such as partition or truncate).
      */
-    if (now.mtime_ns < st->seen_ns)
+    if (now->mtime_ns < st->seen_ns)
       return BMF_DISK_SAME;
     bmerr_set (why, ESTALE, "%s was written without the filter since its "
                "bitmaps last recorded it (it was modified at %s, after %s, "
                "up to when its bitmaps are known to hold every write)",
-               disk, when (now.mtime_ns, t1, sizeof t1),
+               disk, when (now->mtime_ns, t1, sizeof t1),
                when (st->seen_ns, t2, sizeof t2));
+    return BMF_DISK_WRITTEN;
   }
-  else
-    bmerr_set (why, ESTALE, "whether %s was written without the filter "
-               "cannot be told: its bitmap file %s has no record of the "
-               "disk (made by an older version, or a server that stopped "
-               "without one)", disk, f->path);
-  bmf_condemn_enabled (f);
-  return st->has_disk_id || st->has_seen ? BMF_DISK_WRITTEN
-    : BMF_DISK_UNKNOWN;
+  bmerr_set (why, ESTALE, "whether %s was written without the filter "
+             "cannot be told: its bitmap file %s has no record of the "
+             "disk (made by an older version, or by a run that could not "
+             "record it)", disk, f->path);
+  return BMF_DISK_UNKNOWN;
 }
 
-void
-bmf_txn_disk_seen (struct bmf_txn *t, const char *disk)
+static void
+forget_judged (struct bmf *f)
 {
-  struct bmf_disk_id id;
-  int i;
+  f->judged = BMF_NOT_JUDGED;
+  free (f->judged_disk);
+  f->judged_disk = NULL;
+}
 
-  if (disk_id_of (disk, &id) == 0) {
-    /* A write made after this returns must get another time than the
-     * one recorded, even one in the same clock tick as the last write
-     * recorded: wait for the clock to pass it (a tick, a few ms).
-     */
-    for (i = 0; i < 100 && now_ns (CLOCK_REALTIME_COARSE) <= id.mtime_ns;
-         ++i)
-      nanosleep (&(struct timespec) { .tv_nsec = 1000000 }, NULL);
-    t->st.has_disk_id = true;
-    t->st.disk_id = id;
-    t->st.has_seen = false;
-    t->st.seen_ns = 0;
+/* Keep what f judged of disk, for bmf_txn_disk_seen (if the name
+ * cannot be kept, that records a stat of its own).
+ */
+static void
+keep_judged (struct bmf *f, const char *disk, const struct bmf_disk_id *id,
+             bool stable)
+{
+  f->judged_disk = strdup (disk);
+  if (f->judged_disk == NULL)
     return;
+  f->judged = stable ? BMF_JUDGED : BMF_JUDGED_UNSTABLE;
+  f->judged_id = *id;
+}
+
+enum bmf_disk_verdict
+bmf_check_disk (struct bmf *f, const char *disk, struct bmerr *why)
+{
+  /* Only a file that can be written records what it judged. */
+  const bool keep = f->lock == BMF_LOCK_EXCLUSIVE;
+  enum bmf_disk_verdict v;
+  struct bmf_disk_id now;
+  enum stable r;
+
+  forget_judged (f);
+  if (!relies (&f->st))
+    return BMF_DISK_SAME;
+  if (keep)
+    r = stable_id_of (disk, &now);
+  else
+    r = disk_id_of (disk, &now) == 0 ? STABLE : UNSEEN;
+  if (r == UNSEEN) {
+    if (disk)
+      bm_debug ("%s: %m: the disk is not checked", disk);
+    return BMF_DISK_UNCHECKED;
+  }
+  if (keep)
+    keep_judged (f, disk, &now, r == STABLE);
+  v = verdict (f, &now, disk, why);
+  if (v != BMF_DISK_SAME)
+    bmf_condemn_enabled (f);
+  return v;
+}
+
+/* The records of st: the identity id (NULL: none), the time seen_ns
+ * (-1: none).
+ */
+static void
+set_records (struct bmf_state *st, const struct bmf_disk_id *id,
+             int64_t seen_ns)
+{
+  st->has_disk_id = id != NULL;
+  memset (&st->disk_id, 0, sizeof st->disk_id);
+  if (id)
+    st->disk_id = *id;
+  st->has_seen = seen_ns >= 0;
+  st->seen_ns = MAX (seen_ns, 0);
+}
+
+/* A granule of times, for messages: "2 s", "10 ms", "1 us", "1 ns". */
+static const char *
+granule_text (int64_t g, char *buf, size_t len)
+{
+  static const struct { int64_t unit; const char *name; } units[] = {
+    { NS, "s" }, { MS, "ms" }, { 1000, "us" }, { 1, "ns" },
+  };
+  size_t i;
+
+  for (i = 0; i < sizeof units / sizeof units[0] - 1; ++i)
+    if (g >= units[i].unit)
+      break;
+  snprintf (buf, len, "%" PRIi64 " %s", g / units[i].unit, units[i].name);
+  return buf;
+}
+
+/* Why the identity id of disk cannot be taken. */
+static void
+unstable_why (const char *disk, const struct bmf_disk_id *id,
+              struct bmerr *why)
+{
+  static const char *const then = "a later write could keep it, so the "
+    "disk is not recorded, and the next start will find every enabled "
+    "bitmap inconsistent";
+  const int64_t now = now_ns (CLOCK_REALTIME_COARSE);
+  char t1[64], t2[64], g[32];
+
+  if (id->mtime_ns > now)
+    bmerr_set (why, ETIMEDOUT, "%s: its modification time, %s, is in the "
+               "future (the clock says %s): %s", disk,
+               when (id->mtime_ns, t1, sizeof t1), when (now, t2, sizeof t2),
+               then);
+  else
+    bmerr_set (why, ETIMEDOUT, "%s: the clock (%s) did not pass its "
+               "modification time, %s, by the granule of that time (%s) "
+               "within %" PRIi64 " seconds: %s", disk,
+               when (now, t2, sizeof t2), when (id->mtime_ns, t1, sizeof t1),
+               granule_text (bmf_stamp_granule (id->mtime_ns), g, sizeof g),
+               BMF_STAMP_WAIT_MAX / NS, then);
+}
+
+int
+bmf_txn_disk_seen (struct bmf_txn *t, const char *disk, struct bmerr *why)
+{
+  struct bmf *f = t->f;
+  struct bmf_disk_id id;
+  enum stable r;
+
+  if (disk && f->judged != BMF_NOT_JUDGED &&
+      strcmp (disk, f->judged_disk) == 0) {
+    id = f->judged_id;
+    r = f->judged == BMF_JUDGED ? STABLE : UNSTABLE;
+  }
+  else
+    r = stable_id_of (disk, &id);
+  switch (r) {
+  case STABLE:
+    set_records (&t->st, &id, -1);
+    return 0;
+  case UNSTABLE:
+    /* Neither record: the next judge finds the bitmaps inconsistent. */
+    set_records (&t->st, NULL, -1);
+    unstable_why (disk, &id, why);
+    return -1;
+  case UNSEEN:
+    break;
   }
   /* Unseen: the time now vouches for the bitmaps that t adds, never
    * for those the record vouched for until now.
    */
-  if (relies (&t->f->st))
-    return;
-  t->st.has_disk_id = false;
-  memset (&t->st.disk_id, 0, sizeof t->st.disk_id);
-  t->st.has_seen = true;
-  t->st.seen_ns = now_ns (CLOCK_REALTIME_COARSE);
+  if (!relies (&f->st))
+    set_records (&t->st, NULL, now_ns (CLOCK_REALTIME_COARSE));
+  return 0;
 }
 
 void
 bmf_txn_disk_open (struct bmf_txn *t)
 {
-  t->st.has_disk_id = false;
-  memset (&t->st.disk_id, 0, sizeof t->st.disk_id);
-  t->st.has_seen = true;
-  t->st.seen_ns = now_ns (CLOCK_REALTIME) + BMF_ALIVE_LEASE;
+  forget_judged (t->f);
+  set_records (&t->st, NULL, now_ns (CLOCK_REALTIME) + BMF_ALIVE_LEASE);
+}
+
+void
+bmf_disk_written (struct bmf *f)
+{
+  forget_judged (f);
 }
 
 int
