@@ -2,24 +2,25 @@
 /* identity.c: writes made without the filter (see identity.h for the
  * rule and the two records that keep it).
  *
- * Why the "seen" time is sound.  The kernel stamps a write with the
- * (coarse) clock at that instant, so a write made after a time T has
- * a modification time of at least T, and one made before has at most
- * T: a disk whose time is below T has not been written since T.  A
- * server's writes happen while it lives, and it lives until the last
+ * The kernel stamps a write with a coarse clock (which may lag the
+ * instant by BMF_STAMP_LAG), cut to the file system's granule: a
+ * nanosecond on most, a whole second on ext4 with 128-byte inodes and
+ * ext3, two on vfat.
+ *
+ * Why the "seen" time is sound.  A write made after a time T has a
+ * modification time whose granule ends after T less the lag: a disk
+ * whose time's granule ends before that has not been written since T.
+ * A server's writes happen while it lives, and it lives until the last
  * liveness record it wrote plus the lease (it renews the record every
  * BMF_ALIVE_PERIOD; a server stalled past its lease can only make a
  * later start see its own writes as foreign, which costs a full backup
  * and misses nothing).  After a reboot it died before the boot.
  *
- * Why an identity is sound.  The kernel cuts that time to the file
- * system's granule: a nanosecond on most, a whole second on ext4 with
- * 128-byte inodes and ext3, two on vfat.  A write made in the same
- * granule as the time recorded keeps it, and the size: it would pass
- * unseen.  So an identity is taken with a stat that follows a reading
- * of the clock already past the granule of the time that the stat
- * shows (stable_id_of): every later write is stamped with that granule
- * or a later one.  The granule is inferred from the time itself (a
+ * Why an identity is sound.  A write made in the same granule as the
+ * time recorded keeps it, and the size: it would pass unseen.  So an
+ * identity is taken with a stat that follows a reading of that coarse
+ * clock already past the granule of the time that the stat shows
+ * (stable_id_of): every later write is stamped with a later granule.  The granule is inferred from the time itself (a
  * time that happens to end in zeros only waits longer), and the wait
  * comes only when the disk was written within its last granule: a
  * tick, or up to 2 s on such file systems.  The identity recorded is
@@ -163,6 +164,22 @@ when (int64_t ns, char *buf, size_t len)
   return buf;
 }
 
+/* A granule of times, for messages: "2 s", "10 ms", "1 us", "1 ns". */
+static const char *
+granule_text (int64_t g, char *buf, size_t len)
+{
+  static const struct { int64_t unit; const char *name; } units[] = {
+    { NS, "s" }, { MS, "ms" }, { 1000, "us" }, { 1, "ns" },
+  };
+  size_t i;
+
+  for (i = 0; i < sizeof units / sizeof units[0] - 1; ++i)
+    if (g >= units[i].unit)
+      break;
+  snprintf (buf, len, "%" PRIi64 " %s", g / units[i].unit, units[i].name);
+  return buf;
+}
+
 /* The verdict on the disk, whose stat is now, by the records of f
  * (identity.h): no system call.
  */
@@ -171,7 +188,7 @@ verdict (const struct bmf *f, const struct bmf_disk_id *now,
          const char *disk, struct bmerr *why)
 {
   const struct bmf_state *st = &f->st;
-  char t1[64], t2[64];
+  char t1[64], t2[64], g[32];
 
   if (st->has_disk_id) {
     /* Size and time only: a reboot may change the device number, and
@@ -189,15 +206,29 @@ verdict (const struct bmf *f, const struct bmf_disk_id *now,
   if (st->has_seen) {
     /* The time alone: a size change is a write, and the size that the
      * bitmaps cover may not be the file's (a filter below the
-     * dirtybitmap filter, such as partition or truncate).
+     * dirtybitmap filter, such as partition or truncate).  A write
+     * made at seen_ns or later is stamped with a clock that may lag
+     * by BMF_STAMP_LAG, cut to the granule: only a time whose granule
+     * ends before that was surely made before.
      */
-    if (now->mtime_ns < st->seen_ns)
+    if (now->mtime_ns + bmf_stamp_granule (now->mtime_ns) <=
+        st->seen_ns - BMF_STAMP_LAG)
       return BMF_DISK_SAME;
-    bmerr_set (why, ESTALE, "%s was written without the filter since its "
-               "bitmaps last recorded it (it was modified at %s, after %s, "
-               "up to when its bitmaps are known to hold every write)",
-               disk, when (now->mtime_ns, t1, sizeof t1),
-               when (st->seen_ns, t2, sizeof t2));
+    if (now->mtime_ns >= st->seen_ns)
+      bmerr_set (why, ESTALE, "%s was written without the filter since "
+                 "its bitmaps last recorded it (it was modified at %s, "
+                 "after %s, up to when its bitmaps are known to hold every "
+                 "write)", disk, when (now->mtime_ns, t1, sizeof t1),
+                 when (st->seen_ns, t2, sizeof t2));
+    else
+      bmerr_set (why, ESTALE, "whether %s was written without the filter "
+                 "since its bitmaps last recorded it cannot be told (it was "
+                 "modified at %s, which its file system's times, to %s, "
+                 "cannot tell from a time after %s, up to when its bitmaps "
+                 "are known to hold every write)", disk,
+                 when (now->mtime_ns, t1, sizeof t1),
+                 granule_text (bmf_stamp_granule (now->mtime_ns), g, sizeof g),
+                 when (st->seen_ns, t2, sizeof t2));
     return BMF_DISK_WRITTEN;
   }
   bmerr_set (why, ESTALE, "whether %s was written without the filter "
@@ -271,22 +302,6 @@ set_records (struct bmf_state *st, const struct bmf_disk_id *id,
     st->disk_id = *id;
   st->has_seen = seen_ns >= 0;
   st->seen_ns = MAX (seen_ns, 0);
-}
-
-/* A granule of times, for messages: "2 s", "10 ms", "1 us", "1 ns". */
-static const char *
-granule_text (int64_t g, char *buf, size_t len)
-{
-  static const struct { int64_t unit; const char *name; } units[] = {
-    { NS, "s" }, { MS, "ms" }, { 1000, "us" }, { 1, "ns" },
-  };
-  size_t i;
-
-  for (i = 0; i < sizeof units / sizeof units[0] - 1; ++i)
-    if (g >= units[i].unit)
-      break;
-  snprintf (buf, len, "%" PRIi64 " %s", g / units[i].unit, units[i].name);
-  return buf;
 }
 
 /* Why the identity id of disk cannot be taken. */

@@ -61,6 +61,11 @@
  */
 #define BMF_STAMP_WAIT_MAX  INT64_C (3000000000)
 
+/* How far the clock with which the kernel stamps a write may lag the
+ * time of the write (nanoseconds): a few clock ticks.
+ */
+#define BMF_STAMP_LAG       INT64_C (20000000)
+
 enum bmf_disk_verdict {
   BMF_DISK_SAME,                /* unchanged, or nothing relies on it */
   BMF_DISK_WRITTEN,             /* written without the filter */
