@@ -104,6 +104,12 @@ bmf_stamp_granule (int64_t mtime_ns)
   return g;
 }
 
+bool
+bmf_stamp_passed (int64_t clock_ns, int64_t mtime_ns)
+{
+  return clock_ns >= mtime_ns + bmf_stamp_granule (mtime_ns);
+}
+
 enum stable { STABLE, UNSTABLE, UNSEEN };
 
 /* Stat disk into *id once a write made after the stat must get another
@@ -123,9 +129,9 @@ stable_id_of (const char *disk, struct bmf_disk_id *id)
     before = now_ns (CLOCK_REALTIME_COARSE);
     if (disk_id_of (disk, id) == -1)
       return UNSEEN;
-    ready = id->mtime_ns + bmf_stamp_granule (id->mtime_ns);
-    if (before >= ready)
+    if (bmf_stamp_passed (before, id->mtime_ns))
       return STABLE;
+    ready = id->mtime_ns + bmf_stamp_granule (id->mtime_ns);
     if (ready - before > BMF_STAMP_WAIT_MAX ||
         now_ns (CLOCK_MONOTONIC) - start > BMF_STAMP_WAIT_MAX)
       break;
@@ -180,30 +186,30 @@ granule_text (int64_t g, char *buf, size_t len)
   return buf;
 }
 
-/* The verdict on the disk, whose stat is now, by the records of f
- * (identity.h): no system call.
- */
-static enum bmf_disk_verdict
-verdict (const struct bmf *f, const struct bmf_disk_id *now,
-         const char *disk, struct bmerr *why)
+enum bmf_disk_verdict
+bmf_disk_verdict (const struct bmf_disk_facts *x, const char *disk,
+                  const char *file, struct bmerr *why)
 {
-  const struct bmf_state *st = &f->st;
-  char t1[64], t2[64], g[32];
+  const int64_t m = x->now.mtime_ns, g = bmf_stamp_granule (m);
+  char t1[64], t2[64], gt[32];
 
-  if (st->has_disk_id) {
+  if (!x->relies)
+    return BMF_DISK_SAME;
+  if (!x->seen_disk)
+    return BMF_DISK_UNCHECKED;
+  if (x->has_disk_id) {
     /* Size and time only: a reboot may change the device number, and
      * a copy that keeps the time (cp -p, rsync -t) of a disk moved
      * with its bitmap file is the same disk.
      */
-    if (st->disk_id.size == now->size &&
-        st->disk_id.mtime_ns == now->mtime_ns)
+    if (x->disk_id.size == x->now.size && x->disk_id.mtime_ns == m)
       return BMF_DISK_SAME;
     bmerr_set (why, ESTALE, "%s was written without the filter since its "
                "bitmaps last recorded it (its size or modification time "
                "changed)", disk);
     return BMF_DISK_WRITTEN;
   }
-  if (st->has_seen) {
+  if (x->has_seen) {
     /* The time alone: a size change is a write, and the size that the
      * bitmaps cover may not be the file's (a filter below the
      * dirtybitmap filter, such as partition or truncate).  A write
@@ -211,30 +217,28 @@ verdict (const struct bmf *f, const struct bmf_disk_id *now,
      * by BMF_STAMP_LAG, cut to the granule: only a time whose granule
      * ends before that was surely made before.
      */
-    if (now->mtime_ns + bmf_stamp_granule (now->mtime_ns) <=
-        st->seen_ns - BMF_STAMP_LAG)
+    if (m + g <= x->seen_ns - BMF_STAMP_LAG)
       return BMF_DISK_SAME;
-    if (now->mtime_ns >= st->seen_ns)
+    if (m >= x->seen_ns)
       bmerr_set (why, ESTALE, "%s was written without the filter since "
                  "its bitmaps last recorded it (it was modified at %s, "
                  "after %s, up to when its bitmaps are known to hold every "
-                 "write)", disk, when (now->mtime_ns, t1, sizeof t1),
-                 when (st->seen_ns, t2, sizeof t2));
+                 "write)", disk, when (m, t1, sizeof t1),
+                 when (x->seen_ns, t2, sizeof t2));
     else
       bmerr_set (why, ESTALE, "whether %s was written without the filter "
                  "since its bitmaps last recorded it cannot be told (it was "
                  "modified at %s, which its file system's times, to %s, "
                  "cannot tell from a time after %s, up to when its bitmaps "
                  "are known to hold every write)", disk,
-                 when (now->mtime_ns, t1, sizeof t1),
-                 granule_text (bmf_stamp_granule (now->mtime_ns), g, sizeof g),
-                 when (st->seen_ns, t2, sizeof t2));
+                 when (m, t1, sizeof t1), granule_text (g, gt, sizeof gt),
+                 when (x->seen_ns, t2, sizeof t2));
     return BMF_DISK_WRITTEN;
   }
   bmerr_set (why, ESTALE, "whether %s was written without the filter "
              "cannot be told: its bitmap file %s has no record of the "
              "disk (made by an older version, or by a run that could not "
-             "record it)", disk, f->path);
+             "record it)", disk, file);
   return BMF_DISK_UNKNOWN;
 }
 
@@ -263,28 +267,31 @@ keep_judged (struct bmf *f, const char *disk, const struct bmf_disk_id *id,
 enum bmf_disk_verdict
 bmf_check_disk (struct bmf *f, const char *disk, struct bmerr *why)
 {
+  const struct bmf_state *st = &f->st;
   /* Only a file that can be written records what it judged. */
   const bool keep = f->lock == BMF_LOCK_EXCLUSIVE;
+  struct bmf_disk_facts x = {
+    .relies = relies (st),
+    .has_disk_id = st->has_disk_id, .disk_id = st->disk_id,
+    .has_seen = st->has_seen, .seen_ns = st->seen_ns,
+  };
   enum bmf_disk_verdict v;
-  struct bmf_disk_id now;
-  enum stable r;
+  enum stable r = UNSEEN;
 
   forget_judged (f);
-  if (!relies (&f->st))
-    return BMF_DISK_SAME;
-  if (keep)
-    r = stable_id_of (disk, &now);
-  else
-    r = disk_id_of (disk, &now) == 0 ? STABLE : UNSEEN;
-  if (r == UNSEEN) {
-    if (disk)
+  if (x.relies) {
+    if (keep)
+      r = stable_id_of (disk, &x.now);
+    else if (disk_id_of (disk, &x.now) == 0)
+      r = STABLE;
+    if (r == UNSEEN && disk)
       bm_debug ("%s: %m: the disk is not checked", disk);
-    return BMF_DISK_UNCHECKED;
+    x.seen_disk = r != UNSEEN;
   }
-  if (keep)
-    keep_judged (f, disk, &now, r == STABLE);
-  v = verdict (f, &now, disk, why);
-  if (v != BMF_DISK_SAME)
+  if (keep && x.seen_disk)
+    keep_judged (f, disk, &x.now, r == STABLE);
+  v = bmf_disk_verdict (&x, disk, f->path, why);
+  if (v == BMF_DISK_WRITTEN || v == BMF_DISK_UNKNOWN)
     bmf_condemn_enabled (f);
   return v;
 }
@@ -395,16 +402,23 @@ void
 bmf_disk_after_crash (struct bmf_state *st, bool rebooted,
                       const unsigned char *alive)
 {
-  int64_t bound = st->has_seen ? st->seen_ns : 0, until, boot;
+  int64_t until = 0, bound;
   uint64_t pid;
 
-  if (alive && bmf_decode_alive (alive, &pid, &until) == 0 &&
-      pid == st->open_pid)
-    bound = MAX (bound, until);
-  if (rebooted && (boot = boot_time_ns ()) > 0)
-    bound = MAX (bound, boot - NS);
-  st->has_disk_id = false;
-  memset (&st->disk_id, 0, sizeof st->disk_id);
-  st->has_seen = bound > 0;
-  st->seen_ns = MAX (bound, 0);
+  if (!alive || bmf_decode_alive (alive, &pid, &until) == -1 ||
+      pid != st->open_pid)
+    until = 0;
+  bound = bmf_crash_bound (st->has_seen ? st->seen_ns : 0, until,
+                           rebooted ? boot_time_ns () : 0);
+  set_records (st, NULL, bound > 0 ? bound : -1);
+}
+
+int64_t
+bmf_crash_bound (int64_t seen_ns, int64_t alive_until_ns, int64_t boot_ns)
+{
+  int64_t bound = MAX (seen_ns, alive_until_ns);
+
+  if (boot_ns > 0)
+    bound = MAX (bound, boot_ns - NS);
+  return MAX (bound, 0);
 }

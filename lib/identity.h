@@ -73,6 +73,29 @@ enum bmf_disk_verdict {
   BMF_DISK_UNCHECKED,           /* no disk file to look at */
 };
 
+/* What a judge weighs: the records of a bitmap file (struct
+ * bmf_state), whether a bitmap relies on them (one enabled and
+ * consistent), and the disk's stat.
+ */
+struct bmf_disk_facts {
+  bool relies;
+  bool has_disk_id;
+  struct bmf_disk_id disk_id;
+  bool has_seen;
+  int64_t seen_ns;
+  bool seen_disk;               /* the disk could be stat'ed: now */
+  struct bmf_disk_id now;
+};
+
+/* The verdict on facts, with no clock and no system call: BMF_DISK_SAME
+ * if nothing relies on the records, or they show that nothing wrote
+ * the disk since; else why says why, naming the disk and the bitmap
+ * file.
+ */
+extern enum bmf_disk_verdict bmf_disk_verdict
+  (const struct bmf_disk_facts *facts, const char *disk, const char *file,
+   struct bmerr *why);
+
 /* Judge the disk file disk (NULL: none) against what f recorded.  When
  * it was written, or that cannot be told, every enabled bitmap of f is
  * marked inconsistent in memory (the next commit records it) and why
@@ -113,6 +136,19 @@ extern void bmf_disk_written (struct bmf *f);
  * it, and 2 s for a whole second (vfat).
  */
 extern int64_t bmf_stamp_granule (int64_t mtime_ns);
+
+/* Whether a stat showing mtime_ns, taken after the coarse clock read
+ * clock_ns, may be recorded: every later write gets another time.
+ */
+extern bool bmf_stamp_passed (int64_t clock_ns, int64_t mtime_ns);
+
+/* After a crash: the time before which every write to the disk was
+ * the server's, from the record of its first write and its liveness
+ * record (each 0 if none) and, after a reboot, the boot time (0 if
+ * not rebooted, or unknown): 0 if none.
+ */
+extern int64_t bmf_crash_bound (int64_t seen_ns, int64_t alive_until_ns,
+                                int64_t boot_ns);
 
 /* Renew the liveness record of a server that t opened: -1 with err. */
 extern int bmf_alive (struct bmf *f, struct bmerr *err);
