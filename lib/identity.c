@@ -2,19 +2,23 @@
 /* identity.c: writes made without the filter (see identity.h for the
  * rule and the two records that keep it).
  *
- * The kernel stamps a write with a coarse clock (which may lag the
- * instant by BMF_STAMP_LAG), cut to the file system's granule: a
- * nanosecond on most, a whole second on ext4 with 128-byte inodes and
- * ext3, two on vfat.
+ * The kernel stamps a write with a time between the coarse clock
+ * (CLOCK_REALTIME_COARSE, which lags by up to BMF_STAMP_LAG) and the
+ * instant, cut to the file system's granule: a nanosecond on most, a
+ * whole second on ext4 with 128-byte inodes and ext3, two on vfat.
  *
- * Why the "seen" time is sound.  A write made after a time T has a
- * modification time whose granule ends after T less the lag: a disk
- * whose time's granule ends before that has not been written since T.
- * A server's writes happen while it lives, and it lives until the last
- * liveness record it wrote plus the lease (it renews the record every
- * BMF_ALIVE_PERIOD; a server stalled past its lease can only make a
- * later start see its own writes as foreign, which costs a full backup
- * and misses nothing).  After a reboot it died before the boot.
+ * Why the "seen" time is sound.  It is a time T of the coarse clock
+ * such that every write made after it is stamped at T or later, so a
+ * write made since has a modification time whose granule ends after
+ * T: a disk whose time's granule ends at T or before has not been
+ * written since.  A server's writes happen while it lives, and it
+ * lives until the last liveness record it wrote plus the lease (it
+ * renews the record every BMF_ALIVE_PERIOD; a server stalled past its
+ * lease can only make a later start see its own writes as foreign,
+ * which costs a full backup and misses nothing); that instant less the
+ * lag is such a T.  After a reboot it died before the boot.  The tool,
+ * when it records the time of its change, waits for the coarse clock
+ * to reach the instant it records (stamp_time_now).
  *
  * Why an identity is sound.  A write made in the same granule as the
  * time recorded keeps it, and the size: it would pass unseen.  So an
@@ -213,11 +217,10 @@ bmf_disk_verdict (const struct bmf_disk_facts *x, const char *disk,
     /* The time alone: a size change is a write, and the size that the
      * bitmaps cover may not be the file's (a filter below the
      * dirtybitmap filter, such as partition or truncate).  A write
-     * made at seen_ns or later is stamped with a clock that may lag
-     * by BMF_STAMP_LAG, cut to the granule: only a time whose granule
-     * ends before that was surely made before.
+     * made since is stamped at seen_ns or later, cut to the granule:
+     * only a time whose granule ends by then was surely made before.
      */
-    if (m + g <= x->seen_ns - BMF_STAMP_LAG)
+    if (m + g <= x->seen_ns)
       return BMF_DISK_SAME;
     if (m >= x->seen_ns)
       bmerr_set (why, ESTALE, "%s was written without the filter since "
@@ -311,6 +314,27 @@ set_records (struct bmf_state *st, const struct bmf_disk_id *id,
   st->seen_ns = MAX (seen_ns, 0);
 }
 
+/* A time of the clock that stamps writes, now: every write made before
+ * was stamped no later, and every write made after this returns is
+ * stamped no earlier (it waits for the coarse clock to reach the
+ * instant: a tick).  Bounded: with a coarse clock that does not reach
+ * it, that clock's time (a write made just before may then be taken for
+ * one made after: a false alarm, never a missed write).
+ */
+static int64_t
+stamp_time_now (void)
+{
+  const int64_t t = now_ns (CLOCK_REALTIME);
+  int i;
+
+  for (i = 0; i < 100; ++i) {
+    if (now_ns (CLOCK_REALTIME_COARSE) >= t)
+      return t;
+    nanosleep (&(struct timespec) { .tv_nsec = MS }, NULL);
+  }
+  return now_ns (CLOCK_REALTIME_COARSE);
+}
+
 /* Why the identity id of disk cannot be taken. */
 static void
 unstable_why (const char *disk, const struct bmf_disk_id *id,
@@ -366,7 +390,7 @@ bmf_txn_disk_seen (struct bmf_txn *t, const char *disk, struct bmerr *why)
    * for those the record vouched for until now.
    */
   if (!relies (&f->st))
-    set_records (&t->st, NULL, now_ns (CLOCK_REALTIME_COARSE));
+    set_records (&t->st, NULL, stamp_time_now ());
   return 0;
 }
 
@@ -420,5 +444,6 @@ bmf_crash_bound (int64_t seen_ns, int64_t alive_until_ns, int64_t boot_ns)
 
   if (boot_ns > 0)
     bound = MAX (bound, boot_ns - NS);
-  return MAX (bound, 0);
+  /* Instants: a write made after one is stamped from the lag before. */
+  return bound > BMF_STAMP_LAG ? bound - BMF_STAMP_LAG : 0;
 }

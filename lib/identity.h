@@ -62,7 +62,7 @@
 #define BMF_STAMP_WAIT_MAX  INT64_C (3000000000)
 
 /* How far the clock with which the kernel stamps a write may lag the
- * time of the write (nanoseconds): a few clock ticks.
+ * instant of the write (nanoseconds): a few clock ticks.
  */
 #define BMF_STAMP_LAG       INT64_C (20000000)
 
@@ -142,10 +142,11 @@ extern int64_t bmf_stamp_granule (int64_t mtime_ns);
  */
 extern bool bmf_stamp_passed (int64_t clock_ns, int64_t mtime_ns);
 
-/* After a crash: the time before which every write to the disk was
- * the server's, from the record of its first write and its liveness
- * record (each 0 if none) and, after a reboot, the boot time (0 if
- * not rebooted, or unknown): 0 if none.
+/* After a crash: the time (of the clock that stamps writes) before
+ * which every write to the disk was the server's, from the record of
+ * its first write and its liveness record (instants, each 0 if none)
+ * and, after a reboot, the boot time (0 if not rebooted, or unknown):
+ * 0 if none.
  */
 extern int64_t bmf_crash_bound (int64_t seen_ns, int64_t alive_until_ns,
                                 int64_t boot_ns);

@@ -19,6 +19,10 @@
  *     may write at or after A.  No such write may be trusted, and a
  *     server that had not written in the last 2 s (and the lag) before
  *     A raises nothing.
+ *   unseen: the tool records the time of its change, R, once the
+ *     coarse clock has reached it; another program may write after
+ *     that, or only before R.  No write after may be trusted, and on a
+ *     file system of nanoseconds none before raises anything.
  *
  * Each failed check prints what was expected and what came; the exit
  * status is 1 if any failed.
@@ -151,16 +155,20 @@ test_granule (void)
 static void
 test_crash_bound (void)
 {
+  /* Instants, less the lag of the clock that stamps writes. */
+  const int64_t lag = BMF_STAMP_LAG;
+
   snprintf (context, sizeof context, "crash bound");
   CHECK_EQ ("nothing", 0, bmf_crash_bound (0, 0, 0));
-  CHECK_EQ ("first write only", T0, bmf_crash_bound (T0, 0, 0));
-  CHECK_EQ ("liveness later", T0 + NS, bmf_crash_bound (T0, T0 + NS, 0));
-  CHECK_EQ ("liveness older", T0, bmf_crash_bound (T0, T0 - NS, 0));
-  CHECK_EQ ("boot, a second before", T0 + 9 * NS,
+  CHECK_EQ ("first write only", T0 - lag, bmf_crash_bound (T0, 0, 0));
+  CHECK_EQ ("liveness later", T0 + NS - lag,
+            bmf_crash_bound (T0, T0 + NS, 0));
+  CHECK_EQ ("liveness older", T0 - lag, bmf_crash_bound (T0, T0 - NS, 0));
+  CHECK_EQ ("boot, a second before", T0 + 9 * NS - lag,
             bmf_crash_bound (T0, T0 + NS, T0 + 10 * NS));
-  CHECK_EQ ("boot before the lease", T0 + NS,
+  CHECK_EQ ("boot before the lease", T0 + NS - lag,
             bmf_crash_bound (T0, T0 + NS, T0 + NS));
-  CHECK_EQ ("boot alone", T0 - NS, bmf_crash_bound (0, 0, T0));
+  CHECK_EQ ("boot alone", T0 - NS - lag, bmf_crash_bound (0, 0, T0));
 }
 
 /* A row: the facts, the verdict, and a part of what it says. */
@@ -221,10 +229,14 @@ static const struct row rows[] = {
     { .relies = true, .seen_disk = true, .has_seen = true,
       .seen_ns = T0 + 123456789, .now = ID (8, T0 + 123456789) },
     BMF_DISK_WRITTEN, "UTC, after 2026-" },
-  { "seen, modified within the lag before it",
+  { "seen, modified just before it",
     { .relies = true, .seen_disk = true, .has_seen = true,
-      .seen_ns = T0 + 123456789, .now = ID (8, T0 + 123456789 - MS) },
-    BMF_DISK_WRITTEN, "to 1 ns, cannot tell from a time after" },
+      .seen_ns = T0 + 123456789, .now = ID (8, T0 + 123456788) },
+    BMF_DISK_SAME, "" },
+  { "seen, whole milliseconds, in its millisecond",
+    { .relies = true, .seen_disk = true, .has_seen = true,
+      .seen_ns = T0 + 123456789, .now = ID (8, T0 + 123000000) },
+    BMF_DISK_WRITTEN, "to 1 ms, cannot tell from a time after" },
   { "seen, whole seconds, in its second",
     { .relies = true, .seen_disk = true, .has_seen = true,
       .seen_ns = T0 + 300 * MS, .now = ID (8, T0) },
@@ -320,10 +332,11 @@ crash_history (int64_t granule, unsigned n)
 {
   const int64_t a = T0 + rnd (10 * NS);               /* the lease's end */
   const int64_t l = a - 1 - (int64_t) rnd (4 * NS);   /* its last write */
-  const int64_t m = stamp (l, rnd (BMF_STAMP_LAG + 1), granule);
   struct bmf_disk_facts x = {
-    .relies = true, .seen_disk = true, .has_seen = true, .seen_ns = a,
-    .now = { .size = 8, .mtime_ns = m },
+    .relies = true, .seen_disk = true, .has_seen = true,
+    .seen_ns = bmf_crash_bound (0, a, 0),
+    .now = { .size = 8, .mtime_ns = stamp (l, rnd (BMF_STAMP_LAG + 1),
+                                           granule) },
   };
   struct bmerr why;
   enum bmf_disk_verdict v;
@@ -345,6 +358,36 @@ crash_history (int64_t granule, unsigned n)
     FAIL ("a server idle before its lease's end raised: %s", why.msg);
 }
 
+/* One history of a time the tool recorded: see the top of this file. */
+static void
+unseen_history (int64_t granule, unsigned n)
+{
+  const int64_t r = T0 + rnd (10 * NS);         /* the time recorded */
+  const int64_t lag = rnd (BMF_STAMP_LAG + 1);  /* of the clock at r */
+  struct bmf_disk_facts x = {
+    .relies = true, .seen_disk = true, .has_seen = true, .seen_ns = r,
+  };
+  struct bmerr why;
+  enum bmf_disk_verdict v;
+  bool foreign = rnd (2);
+
+  /* Before r, by the instant; after, once the clock reached r. */
+  if (foreign)
+    x.now.mtime_ns = stamp (r + lag + rnd (3 * NS), rnd (lag + 1), granule);
+  else
+    x.now.mtime_ns = stamp (r - 1 - rnd (3 * NS), rnd (BMF_STAMP_LAG + 1),
+                            granule);
+  snprintf (context, sizeof context, "unseen: granule %" PRIi64 " ns, "
+            "history %u (recorded %" PRIi64 ", modified %" PRIi64 ")",
+            granule, n, r, x.now.mtime_ns);
+  v = verdict (&x, &why);
+  checks++;
+  if (foreign && v != BMF_DISK_WRITTEN)
+    FAIL ("a write after the record was trusted: %s", verdicts[v]);
+  else if (!foreign && granule == 1 && v != BMF_DISK_SAME)
+    FAIL ("a write before the record raised: %s", why.msg);
+}
+
 static void
 test_histories (void)
 {
@@ -355,6 +398,7 @@ test_histories (void)
     for (n = 0; n < 2000; ++n) {
       identity_history (granules[g], n);
       crash_history (granules[g], n);
+      unseen_history (granules[g], n);
     }
 }
 
