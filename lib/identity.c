@@ -3,7 +3,7 @@
  * rule and the two records that keep it).
  *
  * The kernel stamps a write with a time between the coarse clock
- * (CLOCK_REALTIME_COARSE, which lags by up to BMF_STAMP_LAG) and the
+ * (CLOCK_REALTIME_COARSE, which lags by up to BM_STAMP_LAG) and the
  * instant, cut to the file system's granule: a nanosecond on most, a
  * whole second on ext4 with 128-byte inodes and ext3, two on vfat.
  *
@@ -47,6 +47,7 @@
 #include "bmfile-impl.h"
 #include "identity.h"
 #include "msg.h"
+#include "mtime.h"
 #include "txn-impl.h"
 #include "util.h"
 
@@ -96,53 +97,25 @@ disk_id_of (const char *disk, struct bmf_disk_id *id)
   return 0;
 }
 
-int64_t
-bmf_stamp_granule (int64_t mtime_ns)
-{
-  int64_t g = 1;
-
-  if (mtime_ns % NS == 0)
-    return 2 * NS;
-  while (g < NS / 10 && mtime_ns % (g * 10) == 0)
-    g *= 10;
-  return g;
-}
-
-bool
-bmf_stamp_passed (int64_t clock_ns, int64_t mtime_ns)
-{
-  return clock_ns >= mtime_ns + bmf_stamp_granule (mtime_ns);
-}
-
 enum stable { STABLE, UNSTABLE, UNSEEN };
 
-/* Stat disk into *id once a write made after the stat must get another
- * time than the one it shows (see the top of this file): STABLE, or
- * UNSEEN (cannot stat), or UNSTABLE if the clock did not pass the
- * granule of that time within BMF_STAMP_WAIT_MAX (*id is the last
- * stat).  Bounded in time and in steps, whatever the clocks do.
+/* Stat disk into *id as mtime.h says: STABLE, or UNSEEN (cannot
+ * stat), or UNSTABLE if the clock did not pass the granule of its time
+ * within BM_STAMP_WAIT_MAX (*id is the last stat).
  */
 static enum stable
 stable_id_of (const char *disk, struct bmf_disk_id *id)
 {
-  const int64_t start = now_ns (CLOCK_MONOTONIC);
-  int64_t before, ready;
-  int i;
+  struct stat sb;
+  int r;
 
-  for (i = 0; i <= BMF_STAMP_WAIT_MAX / MS; ++i) {
-    before = now_ns (CLOCK_REALTIME_COARSE);
-    if (disk_id_of (disk, id) == -1)
-      return UNSEEN;
-    if (bmf_stamp_passed (before, id->mtime_ns))
-      return STABLE;
-    ready = id->mtime_ns + bmf_stamp_granule (id->mtime_ns);
-    if (ready - before > BMF_STAMP_WAIT_MAX ||
-        now_ns (CLOCK_MONOTONIC) - start > BMF_STAMP_WAIT_MAX)
-      break;
-    nanosleep (&(struct timespec) {
-        .tv_nsec = MAX (MS, MIN (ready - before, 100 * MS)) }, NULL);
-  }
-  return UNSTABLE;
+  if (disk == NULL || (r = bm_stat_stable (disk, &sb)) == -1)
+    return UNSEEN;
+  *id = (struct bmf_disk_id) {
+    .dev = sb.st_dev, .ino = sb.st_ino, .size = sb.st_size,
+    .mtime_ns = bm_mtime_ns (&sb),
+  };
+  return r == 0 ? STABLE : UNSTABLE;
 }
 
 /* Whether a bitmap of st trusts the record: one that records. */
@@ -194,7 +167,7 @@ enum bmf_disk_verdict
 bmf_disk_verdict (const struct bmf_disk_facts *x, const char *disk,
                   const char *file, struct bmerr *why)
 {
-  const int64_t m = x->now.mtime_ns, g = bmf_stamp_granule (m);
+  const int64_t m = x->now.mtime_ns, g = bm_stamp_granule (m);
   char t1[64], t2[64], gt[32];
 
   if (!x->relies)
@@ -356,8 +329,8 @@ unstable_why (const char *disk, const struct bmf_disk_id *id,
                "modification time, %s, by the granule of that time (%s) "
                "within %" PRIi64 " seconds: %s", disk,
                when (now, t2, sizeof t2), when (id->mtime_ns, t1, sizeof t1),
-               granule_text (bmf_stamp_granule (id->mtime_ns), g, sizeof g),
-               BMF_STAMP_WAIT_MAX / NS, then);
+               granule_text (bm_stamp_granule (id->mtime_ns), g, sizeof g),
+               BM_STAMP_WAIT_MAX / NS, then);
 }
 
 int
@@ -445,5 +418,5 @@ bmf_crash_bound (int64_t seen_ns, int64_t alive_until_ns, int64_t boot_ns)
   if (boot_ns > 0)
     bound = MAX (bound, boot_ns - NS);
   /* Instants: a write made after one is stamped from the lag before. */
-  return bound > BMF_STAMP_LAG ? bound - BMF_STAMP_LAG : 0;
+  return bound > BM_STAMP_LAG ? bound - BM_STAMP_LAG : 0;
 }

@@ -53,19 +53,6 @@
 #define BMF_ALIVE_LEASE     INT64_C (1000000000)
 #define BMF_ALIVE_PERIOD    (BMF_ALIVE_LEASE / 4)
 
-/* The longest that taking an identity waits for the clock to pass the
- * granule of the disk's time (nanoseconds): the coarsest granule (2 s,
- * vfat) and a margin.  A disk whose time stays ahead of the clock
- * longer (a time in the future, a clock that stands still) is not
- * recorded.
- */
-#define BMF_STAMP_WAIT_MAX  INT64_C (3000000000)
-
-/* How far the clock with which the kernel stamps a write may lag the
- * instant of the write (nanoseconds): a few clock ticks.
- */
-#define BMF_STAMP_LAG       INT64_C (20000000)
-
 enum bmf_disk_verdict {
   BMF_DISK_SAME,                /* unchanged, or nothing relies on it */
   BMF_DISK_WRITTEN,             /* written without the filter */
@@ -102,7 +89,7 @@ extern enum bmf_disk_verdict bmf_disk_verdict
  * says so, naming the disk.  A file opened to be written keeps the
  * identity judged, for bmf_txn_disk_seen; its stat waits, if the disk
  * was written within the granule of its time, for the clock to pass
- * it (at most BMF_STAMP_WAIT_MAX).
+ * it (at most BM_STAMP_WAIT_MAX).
  */
 extern enum bmf_disk_verdict bmf_check_disk (struct bmf *f,
                                              const char *disk,
@@ -130,17 +117,6 @@ extern void bmf_txn_disk_open (struct bmf_txn *t);
  * identity that f judged no longer holds.
  */
 extern void bmf_disk_written (struct bmf *f);
-
-/* The granule of a file system's times, in nanoseconds, inferred from
- * one of them: the largest power of ten up to a second that divides
- * it, and 2 s for a whole second (vfat).
- */
-extern int64_t bmf_stamp_granule (int64_t mtime_ns);
-
-/* Whether a stat showing mtime_ns, taken after the coarse clock read
- * clock_ns, may be recorded: every later write gets another time.
- */
-extern bool bmf_stamp_passed (int64_t clock_ns, int64_t mtime_ns);
 
 /* After a crash: the time (of the clock that stamps writes) before
  * which every write to the disk was the server's, from the record of

@@ -6,11 +6,11 @@
  * Hand-picked cases first: the granule inferred from a time, the bound
  * after a crash, and a table of verdicts, a row per rule of identity.h.
  * Then histories from a fixed seed, on file systems whose kernel
- * stamps a write with a clock that lags by up to BMF_STAMP_LAG, cut to
+ * stamps a write with a clock that lags by up to BM_STAMP_LAG, cut to
  * a granule of 1 ns, 1 us, 10 ms, 1 s or 2 s:
  *
  *   identity: the disk is written at L; a recorder reads the clock
- *     from some time after L on, until bmf_stamp_passed lets it take
+ *     from some time after L on, until bm_stamp_passed lets it take
  *     the disk's time (which must be within 2 s of L), and records
  *     it; then another program may write the disk at or after that
  *     instant, with or without changing its size.  The verdict must
@@ -39,6 +39,7 @@
 #include <inttypes.h>
 
 #include "identity.h"
+#include "mtime.h"
 #include "msg.h"
 
 #define NS INT64_C (1000000000)
@@ -136,27 +137,27 @@ test_granule (void)
   for (i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     char what[64];
 
-    snprintf (what, sizeof what, "bmf_stamp_granule (%" PRIi64 ")",
+    snprintf (what, sizeof what, "bm_stamp_granule (%" PRIi64 ")",
               cases[i].t);
-    CHECK_EQ (what, cases[i].g, bmf_stamp_granule (cases[i].t));
+    CHECK_EQ (what, cases[i].g, bm_stamp_granule (cases[i].t));
   }
   /* The wait for a time of whole seconds ends 2 s after it, for one of
    * nanoseconds once the clock has moved.
    */
   CHECK_EQ ("passed, 2 s - 1 ns", false,
-            bmf_stamp_passed (T0 + 2 * NS - 1, T0));
-  CHECK_EQ ("passed, 2 s", true, bmf_stamp_passed (T0 + 2 * NS, T0));
+            bm_stamp_passed (T0 + 2 * NS - 1, T0));
+  CHECK_EQ ("passed, 2 s", true, bm_stamp_passed (T0 + 2 * NS, T0));
   CHECK_EQ ("passed, same ns", false,
-            bmf_stamp_passed (T0 + 123456789, T0 + 123456789));
+            bm_stamp_passed (T0 + 123456789, T0 + 123456789));
   CHECK_EQ ("passed, next ns", true,
-            bmf_stamp_passed (T0 + 123456790, T0 + 123456789));
+            bm_stamp_passed (T0 + 123456790, T0 + 123456789));
 }
 
 static void
 test_crash_bound (void)
 {
   /* Instants, less the lag of the clock that stamps writes. */
-  const int64_t lag = BMF_STAMP_LAG;
+  const int64_t lag = BM_STAMP_LAG;
 
   snprintf (context, sizeof context, "crash bound");
   CHECK_EQ ("nothing", 0, bmf_crash_bound (0, 0, 0));
@@ -281,7 +282,7 @@ test_table (void)
 static void
 identity_history (int64_t granule, unsigned n)
 {
-  const int64_t lag = rnd (BMF_STAMP_LAG + 1);
+  const int64_t lag = rnd (BM_STAMP_LAG + 1);
   const int64_t l = T0 + rnd (10 * NS);               /* the disk's write */
   const int64_t m = stamp (l, lag, granule);
   const uint64_t size = 1 + rnd (4);
@@ -296,12 +297,12 @@ identity_history (int64_t granule, unsigned n)
             "history %u (write at %" PRIi64 ", lag %" PRIi64 ")", granule,
             n, l, lag);
   /* The recorder waits, reading the clock as the kernel does. */
-  while (!bmf_stamp_passed (clock - lag, m) &&
-         clock - lag - m <= BMF_STAMP_WAIT_MAX)
+  while (!bm_stamp_passed (clock - lag, m) &&
+         clock - lag - m <= BM_STAMP_WAIT_MAX)
     clock += 1 + rnd (5 * MS);
   /* It waits 2 s after the write at most. */
   checks++;
-  if (!bmf_stamp_passed (clock - lag, m) ||
+  if (!bm_stamp_passed (clock - lag, m) ||
       clock > (start > l + 2 * NS ? start : l + 2 * NS) + 5 * MS)
     FAIL ("the time %" PRIi64 " was not recorded within 2 s (the clock "
           "at %" PRIi64 ")", m, clock);
@@ -335,7 +336,7 @@ crash_history (int64_t granule, unsigned n)
   struct bmf_disk_facts x = {
     .relies = true, .seen_disk = true, .has_seen = true,
     .seen_ns = bmf_crash_bound (0, a, 0),
-    .now = { .size = 8, .mtime_ns = stamp (l, rnd (BMF_STAMP_LAG + 1),
+    .now = { .size = 8, .mtime_ns = stamp (l, rnd (BM_STAMP_LAG + 1),
                                            granule) },
   };
   struct bmerr why;
@@ -347,13 +348,13 @@ crash_history (int64_t granule, unsigned n)
             granule, n, a, l);
   if (foreign)
     x.now.mtime_ns = stamp (a + (rnd (3) ? (int64_t) rnd (3 * NS) : 0),
-                            rnd (BMF_STAMP_LAG + 1), granule);
+                            rnd (BM_STAMP_LAG + 1), granule);
   v = verdict (&x, &why);
   checks++;
   if (foreign && v != BMF_DISK_WRITTEN)
     FAIL ("a write at or after the lease's end was trusted (now %" PRIi64
           "): %s", x.now.mtime_ns, verdicts[v]);
-  else if (!foreign && l <= a - 2 * NS - BMF_STAMP_LAG - granule &&
+  else if (!foreign && l <= a - 2 * NS - BM_STAMP_LAG - granule &&
            v != BMF_DISK_SAME)
     FAIL ("a server idle before its lease's end raised: %s", why.msg);
 }
@@ -363,7 +364,7 @@ static void
 unseen_history (int64_t granule, unsigned n)
 {
   const int64_t r = T0 + rnd (10 * NS);         /* the time recorded */
-  const int64_t lag = rnd (BMF_STAMP_LAG + 1);  /* of the clock at r */
+  const int64_t lag = rnd (BM_STAMP_LAG + 1);  /* of the clock at r */
   struct bmf_disk_facts x = {
     .relies = true, .seen_disk = true, .has_seen = true, .seen_ns = r,
   };
@@ -375,7 +376,7 @@ unseen_history (int64_t granule, unsigned n)
   if (foreign)
     x.now.mtime_ns = stamp (r + lag + rnd (3 * NS), rnd (lag + 1), granule);
   else
-    x.now.mtime_ns = stamp (r - 1 - rnd (3 * NS), rnd (BMF_STAMP_LAG + 1),
+    x.now.mtime_ns = stamp (r - 1 - rnd (3 * NS), rnd (BM_STAMP_LAG + 1),
                             granule);
   snprintf (context, sizeof context, "unseen: granule %" PRIi64 " ns, "
             "history %u (recorded %" PRIi64 ", modified %" PRIi64 ")",

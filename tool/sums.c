@@ -418,7 +418,7 @@ sums_bind (struct sums *s, const char *target, bool held)
   if (is_nbd_uri (target))
     return 0;
   t->format = SUMS_FORMAT_RAW;
-  if (held && bm_stat_settled (target, &sb) == 0 && S_ISREG (sb.st_mode) &&
+  if (held && bm_stat_stable (target, &sb) == 0 && S_ISREG (sb.st_mode) &&
       name[0]) {
     t->held = true;
     t->dev = sb.st_dev;
