@@ -76,21 +76,6 @@ copy_stop (struct copy *c)
   __atomic_store_n (&c->stop, true, __ATOMIC_RELEASE);
 }
 
-bool
-is_nbd_uri (const char *s)
-{
-  static const char *const schemes[] = {
-    "nbd://", "nbds://", "nbd+unix://", "nbds+unix://",
-    "nbd+vsock://", "nbds+vsock://",
-  };
-  size_t i;
-
-  for (i = 0; i < sizeof schemes / sizeof schemes[0]; ++i)
-    if (strncmp (s, schemes[i], strlen (schemes[i])) == 0)
-      return true;
-  return false;
-}
-
 /* The first source connection: what the source is. */
 static int
 open_source (struct job *j)
