@@ -54,15 +54,6 @@
 #define NS INT64_C (1000000000)
 #define MS INT64_C (1000000)
 
-static int64_t
-now_ns (clockid_t clock)
-{
-  struct timespec ts;
-
-  clock_gettime (clock, &ts);
-  return ts.tv_sec * NS + ts.tv_nsec;
-}
-
 /* When this boot began, by /proc/stat (whole seconds), or 0. */
 static int64_t
 boot_time_ns (void)
@@ -297,15 +288,15 @@ set_records (struct bmf_state *st, const struct bmf_disk_id *id,
 static int64_t
 stamp_time_now (void)
 {
-  const int64_t t = now_ns (CLOCK_REALTIME);
+  const int64_t t = clock_ns (CLOCK_REALTIME);
   int i;
 
   for (i = 0; i < 100; ++i) {
-    if (now_ns (CLOCK_REALTIME_COARSE) >= t)
+    if (clock_ns (CLOCK_REALTIME_COARSE) >= t)
       return t;
     nanosleep (&(struct timespec) { .tv_nsec = MS }, NULL);
   }
-  return now_ns (CLOCK_REALTIME_COARSE);
+  return clock_ns (CLOCK_REALTIME_COARSE);
 }
 
 /* Why the identity id of disk cannot be taken. */
@@ -316,7 +307,7 @@ unstable_why (const char *disk, const struct bmf_disk_id *id,
   static const char *const then = "a later write could keep it, so the "
     "disk is not recorded, and the next start will find every enabled "
     "bitmap inconsistent";
-  const int64_t now = now_ns (CLOCK_REALTIME_COARSE);
+  const int64_t now = clock_ns (CLOCK_REALTIME_COARSE);
   char t1[64], t2[64], g[32];
 
   if (id->mtime_ns > now)
@@ -371,7 +362,7 @@ void
 bmf_txn_disk_open (struct bmf_txn *t)
 {
   forget_judged (t->f);
-  set_records (&t->st, NULL, now_ns (CLOCK_REALTIME) + BMF_ALIVE_LEASE);
+  set_records (&t->st, NULL, clock_ns (CLOCK_REALTIME) + BMF_ALIVE_LEASE);
 }
 
 void
@@ -386,7 +377,7 @@ bmf_alive (struct bmf *f, struct bmerr *err)
   unsigned char buf[BMF_ALIVE_LENGTH];
 
   bmf_encode_alive (f->st.open_pid,
-                    now_ns (CLOCK_REALTIME) + BMF_ALIVE_LEASE, buf);
+                    clock_ns (CLOCK_REALTIME) + BMF_ALIVE_LEASE, buf);
   if (pwrite (f->fd, buf, sizeof buf, BMF_ALIVE_OFFSET) != sizeof buf) {
     bmerr_set (err, errno ? errno : EIO, "%s: write the liveness record: %s",
                f->path, strerror (errno ? errno : EIO));

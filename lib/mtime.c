@@ -16,15 +16,6 @@
 #define NS INT64_C (1000000000)
 #define MS INT64_C (1000000)
 
-static int64_t
-now_ns (clockid_t clock)
-{
-  struct timespec ts;
-
-  clock_gettime (clock, &ts);
-  return ts.tv_sec * NS + ts.tv_nsec;
-}
-
 int64_t
 bm_stamp_granule (int64_t mtime_ns)
 {
@@ -52,19 +43,19 @@ bm_mtime_ns (const struct stat *sb)
 int
 bm_stat_stable (const char *path, struct stat *sb)
 {
-  const int64_t start = now_ns (CLOCK_MONOTONIC);
+  const int64_t start = clock_ns (CLOCK_MONOTONIC);
   int64_t before, ready;
   int i;
 
   for (i = 0; i <= BM_STAMP_WAIT_MAX / MS; ++i) {
-    before = now_ns (CLOCK_REALTIME_COARSE);
+    before = clock_ns (CLOCK_REALTIME_COARSE);
     if (stat (path, sb) == -1)
       return -1;
     if (bm_stamp_passed (before, bm_mtime_ns (sb)))
       return 0;
     ready = bm_mtime_ns (sb) + bm_stamp_granule (bm_mtime_ns (sb));
     if (ready - before > BM_STAMP_WAIT_MAX ||
-        now_ns (CLOCK_MONOTONIC) - start > BM_STAMP_WAIT_MAX)
+        clock_ns (CLOCK_MONOTONIC) - start > BM_STAMP_WAIT_MAX)
       break;
     nanosleep (&(struct timespec) {
         .tv_nsec = MAX (MS, MIN (ready - before, 100 * MS)) }, NULL);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* util.h: tiny helpers shared by the filter and the tool: rounding,
- * powers of two, little-endian field access and a scoped mutex.
+ * powers of two, a clock in nanoseconds, little-endian field access
+ * and a scoped mutex.
  */
 
 #ifndef DIRTYBITMAP_UTIL_H
@@ -9,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <pthread.h>
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -29,6 +31,16 @@ static inline unsigned
 log_2 (uint64_t v)
 {
   return 63 - __builtin_clzll (v);
+}
+
+/* The time on clock, in nanoseconds. */
+static inline int64_t
+clock_ns (clockid_t clock)
+{
+  struct timespec ts;
+
+  clock_gettime (clock, &ts);
+  return ts.tv_sec * INT64_C (1000000000) + ts.tv_nsec;
 }
 
 /* Little-endian loads and stores for the on-disk structures (the

@@ -50,7 +50,6 @@
 #define RAW_THREADS 4                   /* at most, as copy_run's
                                          * connections */
 #define RAW_PIECE COPY_DEFAULT_REQUEST_SIZE
-#define WAIT_TICK_NS 200000000          /* progress redrawn 5 times/s */
 
 int
 image_format_parse (const char *name, enum image_format *out)
@@ -238,24 +237,7 @@ raw_worker (void *arg)
 static void
 raw_wait (struct raw *w, struct progress *p)
 {
-  for (;;) {
-    struct timespec ts;
-    bool running;
-
-    clock_gettime (CLOCK_REALTIME, &ts);
-    ts.tv_nsec += WAIT_TICK_NS;
-    if (ts.tv_nsec >= 1000000000) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000;
-    }
-    {
-      SCOPED_LOCK (&w->lock);
-      if (w->running)
-        pthread_cond_timedwait (&w->finished, &w->lock, &ts);
-      running = w->running > 0;
-    }
-    if (!running)
-      break;
+  while (wait_workers (&w->lock, &w->finished, &w->running)) {
     if (copy_interrupted ())
       __atomic_store_n (&w->stop, true, __ATOMIC_RELEASE);
     progress_draw (p, __atomic_load_n (&w->done, __ATOMIC_RELAXED), false);

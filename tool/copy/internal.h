@@ -36,6 +36,13 @@
 #include "copy.h"
 #include "target.h"
 
+/* Wait until *running (threads still working, under lock) is 0, or a
+ * tick of the progress display (a fifth of a second) has passed:
+ * whether any still runs.
+ */
+extern bool wait_workers (pthread_mutex_t *lock, pthread_cond_t *finished,
+                          const unsigned *running);
+
 /* Seconds on the monotonic clock. */
 static inline double
 copy_now (void)

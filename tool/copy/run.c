@@ -40,7 +40,6 @@
 #include "util.h"
 
 #define AUTO_CONNECTIONS 4              /* at most, and one per CPU */
-#define WAIT_TICK_NS 200000000          /* progress redrawn 5 times/s */
 
 /* Everything one run holds, released by job_close. */
 struct job {
@@ -74,6 +73,24 @@ void
 copy_stop (struct copy *c)
 {
   __atomic_store_n (&c->stop, true, __ATOMIC_RELEASE);
+}
+
+bool
+wait_workers (pthread_mutex_t *lock, pthread_cond_t *finished,
+              const unsigned *running)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_REALTIME, &ts);
+  ts.tv_nsec += 200000000;
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  SCOPED_LOCK (lock);
+  if (*running)
+    pthread_cond_timedwait (finished, lock, &ts);
+  return *running > 0;
 }
 
 /* The first source connection: what the source is. */
@@ -313,24 +330,7 @@ run_workers (struct job *j)
     }
     started++;
   }
-  for (;;) {
-    struct timespec ts;
-    bool running;
-
-    clock_gettime (CLOCK_REALTIME, &ts);
-    ts.tv_nsec += WAIT_TICK_NS;
-    if (ts.tv_nsec >= 1000000000) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000;
-    }
-    {
-      SCOPED_LOCK (&c->lock);
-      if (c->running)
-        pthread_cond_timedwait (&c->finished, &c->lock, &ts);
-      running = c->running > 0;
-    }
-    if (!running)
-      break;
+  while (wait_workers (&c->lock, &c->finished, &c->running)) {
     if (copy_interrupted ())
       copy_stop (c);
     progress_draw (&j->p, bytes_done (c), false);
