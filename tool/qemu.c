@@ -338,15 +338,40 @@ listen_private (struct qemu_nbd *q, struct bmerr *err)
   return fd;
 }
 
+static void
+qemu_nbd_init (struct qemu_nbd *q)
+{
+  *q = (struct qemu_nbd) { .fd = -1, .c = { .pid = -1, .out = -1,
+                                            .err = -1 } };
+}
+
 int
-qemu_nbd_start (const char *const args[], struct qemu_nbd *q,
-                struct bmerr *err)
+qemu_nbd_listen (struct qemu_nbd *q, struct bmerr *err)
+{
+  qemu_nbd_init (q);
+  q->fd = listen_private (q, err);
+  if (q->fd == -1) {
+    qemu_nbd_stop (q, NULL);
+    return -1;
+  }
+  q->listening = true;
+  if (asprintf (&q->uri, "nbd+unix:///?socket=%s", q->sock) == -1) {
+    q->uri = NULL;
+    bmerr_set (err, errno, "%s", strerror (errno));
+    qemu_nbd_stop (q, NULL);
+    return -1;
+  }
+  return 0;
+}
+
+int
+qemu_nbd_run (const char *const args[], struct qemu_nbd *q,
+              struct bmerr *err)
 {
   const char **argv;
   size_t n = 0;
-  int fd, r = -1;
+  int r;
 
-  *q = (struct qemu_nbd) { .c = { .pid = -1, .out = -1, .err = -1 } };
   while (args[n])
     n++;
   argv = calloc (n + 2, sizeof *argv);
@@ -356,20 +381,26 @@ qemu_nbd_start (const char *const args[], struct qemu_nbd *q,
   }
   argv[0] = "qemu-nbd";
   memcpy (argv + 1, args, n * sizeof *argv);
-  fd = listen_private (q, err);
-  if (fd >= 0) {
-    r = qemu_spawn ((char *const *) argv, false, fd, &q->c, err);
-    close (fd);
-  }
-  if (r == 0 && asprintf (&q->uri, "nbd+unix:///?socket=%s", q->sock) == -1) {
-    q->uri = NULL;
-    bmerr_set (err, errno, "%s", strerror (errno));
-    r = -1;
-  }
+  r = qemu_spawn ((char *const *) argv, false, q->fd, &q->c, err);
   free (argv);
-  if (r == -1)
-    qemu_nbd_stop (q, NULL);
+  /* qemu-nbd has its own copy: the socket stays as long as it runs. */
+  close (q->fd);
+  q->fd = -1;
+  q->listening = false;
   return r;
+}
+
+int
+qemu_nbd_start (const char *const args[], struct qemu_nbd *q,
+                struct bmerr *err)
+{
+  if (qemu_nbd_listen (q, err) == -1)
+    return -1;
+  if (qemu_nbd_run (args, q, err) == -1) {
+    qemu_nbd_stop (q, NULL);
+    return -1;
+  }
+  return 0;
 }
 
 int
@@ -385,6 +416,10 @@ qemu_nbd_stop (struct qemu_nbd *q, char **text)
     kill (q->c.pid, SIGTERM);
     status = qemu_finish (&q->c, NULL, &said);
   }
+  if (q->listening)
+    close (q->fd);
+  q->listening = false;
+  q->fd = -1;
   if (text)
     *text = said;
   else {
@@ -463,17 +498,11 @@ check_link (char **link, struct bmerr *err)
 }
 
 int
-qemu_nbd_serve_qcow2 (const char *image, struct qemu_nbd *q,
-                      struct bmerr *err)
+qemu_check_chain (const char *image, struct bmerr *err)
 {
-  static const char *const opts[] = { "-r", "-f", "qcow2", "-t", "-e",
-                                      "16", "--" };
-  const size_t nopts = sizeof opts / sizeof opts[0];
-  const char *args[sizeof opts / sizeof opts[0] + 2];
   char *link = strdup (image);
   unsigned depth;
 
-  *q = (struct qemu_nbd) { .c = { .pid = -1, .out = -1, .err = -1 } };
   for (depth = 0; link && depth < MAX_CHAIN; ++depth)
     if (check_link (&link, err) == -1)
       return -1;
@@ -487,6 +516,20 @@ qemu_nbd_serve_qcow2 (const char *image, struct qemu_nbd *q,
     bmerr_set (err, errno, "%s", strerror (errno));
     return -1;
   }
+  return 0;
+}
+
+int
+qemu_nbd_serve_qcow2 (const char *image, struct qemu_nbd *q,
+                      struct bmerr *err)
+{
+  static const char *const opts[] = { QEMU_NBD_READ_ONLY_ARGS };
+  const size_t nopts = sizeof opts / sizeof opts[0];
+  const char *args[sizeof opts / sizeof opts[0] + 2];
+
+  qemu_nbd_init (q);
+  if (qemu_check_chain (image, err) == -1)
+    return -1;
   memcpy (args, opts, sizeof opts);
   args[nopts] = image;
   args[nopts + 1] = NULL;

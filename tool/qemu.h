@@ -57,6 +57,8 @@ struct qemu_nbd {
   char *dir;
   char *sock;
   char *uri;                    /* nbd+unix:///?socket=SOCK */
+  bool listening;               /* fd listens on sock, not yet passed on */
+  int fd;
   struct qemu_child c;
 };
 
@@ -67,6 +69,15 @@ struct qemu_nbd {
  */
 extern int qemu_nbd_start (const char *const args[], struct qemu_nbd *q,
                            struct bmerr *err);
+
+/* The same in two steps: qemu_nbd_listen makes the socket (q->uri is
+ * known, and a client may connect: it waits) before the image exists;
+ * qemu_nbd_run starts qemu-nbd on it.  -1 with err; qemu_nbd_stop
+ * undoes either.
+ */
+extern int qemu_nbd_listen (struct qemu_nbd *q, struct bmerr *err);
+extern int qemu_nbd_run (const char *const args[], struct qemu_nbd *q,
+                         struct bmerr *err);
 
 /* Stop it (SIGTERM), reap it, remove its socket and directory.  What
  * it said on stderr goes to *text (free it) if text is not NULL.
@@ -86,5 +97,16 @@ extern int qemu_nbd_stop (struct qemu_nbd *q, char **text);
  */
 extern int qemu_nbd_serve_qcow2 (const char *image, struct qemu_nbd *q,
                                  struct bmerr *err);
+
+/* The check that qemu_nbd_serve_qcow2 makes first, alone: every link
+ * of image's chain declares its backing file's format.  -1 with err.
+ */
+extern int qemu_check_chain (const char *image, struct bmerr *err);
+
+/* The program name and arguments that serve a qcow2 image (and its
+ * checked chain) read-only to several clients: for a caller that
+ * starts qemu-nbd itself (qemu_spawn).  NULL-terminated; image last.
+ */
+#define QEMU_NBD_READ_ONLY_ARGS "-r", "-f", "qcow2", "-t", "-e", "16", "--"
 
 #endif /* DIRTYBITMAP_QEMU_H */
