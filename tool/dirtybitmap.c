@@ -164,7 +164,7 @@ main (int argc, char *argv[])
   } subs[] = {
     { "info", do_info }, { "bitmap", do_bitmap }, { "map", do_map },
     { "check", do_check }, { "copy", do_copy }, { "backup", do_backup },
-    { "resize", do_resize }, { "verify", do_verify },
+    { "resize", do_resize }, { "verify", do_verify }, { "list", do_list },
   };
   size_t i;
 
