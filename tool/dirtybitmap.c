@@ -165,6 +165,7 @@ main (int argc, char *argv[])
     { "info", do_info }, { "bitmap", do_bitmap }, { "map", do_map },
     { "check", do_check }, { "copy", do_copy }, { "backup", do_backup },
     { "resize", do_resize }, { "verify", do_verify }, { "list", do_list },
+    { "restore", do_restore }, { "serve", do_serve },
   };
   size_t i;
 
