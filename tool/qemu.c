@@ -26,6 +26,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -113,6 +114,7 @@ qemu_spawn (char *const argv[], bool want_out, int listen_fd,
   int *null = &fds[0], *outp = &fds[1], *errp = &fds[3], *execp = &fds[5];
   int e = 0, ret = -1;
   ssize_t r;
+  pid_t parent;
 
   *c = (struct qemu_child) { .name = argv[0], .pid = -1, .out = -1, .err = -1 };
   if ((listen_fd >= 0 && (env = activation_env (pidvar)) == NULL) ||
@@ -122,6 +124,7 @@ qemu_spawn (char *const argv[], bool want_out, int listen_fd,
     bmerr_set (err, errno, "cannot run %s: %s", argv[0], strerror (errno));
     goto out;
   }
+  parent = getpid ();
   c->pid = fork ();
   if (c->pid == -1) {
     bmerr_set (err, errno, "cannot run %s: fork: %s", argv[0],
@@ -129,6 +132,12 @@ qemu_spawn (char *const argv[], bool want_out, int listen_fd,
     goto out;
   }
   if (c->pid == 0) {
+    /* A child does not outlive this process: a qemu-nbd of a backup
+     * killed with SIGKILL would serve its image forever.  SIGTERM lets
+     * qemu-nbd flush and end cleanly.
+     */
+    if (prctl (PR_SET_PDEATHSIG, SIGTERM) == -1 || getppid () != parent)
+      goto fail;
     /* (Every descriptor above is 3 or more: 0, 1 and 2 are open.) */
     if (dup2 (*null, 0) == -1 ||
         dup2 (want_out ? outp[1] : *null, 1) == -1 ||

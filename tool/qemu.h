@@ -24,7 +24,8 @@ struct qemu_child {
   int err;                      /* its stderr */
 };
 
-/* Start argv (argv[0] found in PATH), its stdin /dev/null, its stderr
+/* Start argv (argv[0] found in PATH), ended with SIGTERM if this
+ * process ends first (even by SIGKILL), its stdin /dev/null, its stderr
  * into c->err, its stdout into c->out if want_out (else /dev/null),
  * and, when listen_fd >= 0, socket-activated: listen_fd is its
  * descriptor 3.  Returns -1 with err if it could not be run.

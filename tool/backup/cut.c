@@ -437,8 +437,8 @@ stale_args (const struct disk *d, json_object *ret, char *const *names,
     json_object_array_add (list, json_object_get (
                              json_object_array_get_idx (v, 0)));
     json_object_put (args);
-    fprintf (stderr, "%s: backup: disk %s: removed checkpoint %s left by "
-             "a backup that did not complete\n", prog, d->name, names[k]);
+    fprintf (stderr, "%s: backup: disk %s: removed checkpoint %s, left "
+             "by a backup that did not complete\n", prog, d->name, names[k]);
   }
   if (list == NULL)
     return NULL;

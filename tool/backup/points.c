@@ -9,7 +9,8 @@
  *                   what backups that did not complete left removed,
  *                   the base chosen (the newest point), each disk's
  *                   target a qemu-nbd socket that listens already;
- *   points_servers  their bitmaps removed from the servers too;
+ *   points_servers  their checkpoints removed from the servers too, and
+ *                   those of points older than the base;
  *   (cut_check: how each disk is copied; the cut; checksums_prepare)
  *   points_images   each disk's image created, of its size at the cut
  *                   (a server that no client has reached yet does not
@@ -47,8 +48,10 @@ struct points {
   struct repo r;
   struct repo_point base;       /* the newest point (name NULL: none) */
   char *sums_dir;
-  char **leftovers;             /* points of backups that did not complete */
-  size_t nleftovers;
+  char **stale;                 /* checkpoints to remove from the servers:
+                                 * of points that backups did not
+                                 * complete, and of older points */
+  size_t nstale;
   struct qemu_nbd *nbd;         /* [s->n], serving each disk's image */
   char **images;                /* [s->n], each image's path */
   bool made;                    /* images created (some may be) */
@@ -61,15 +64,46 @@ fail_err (struct set *s, const struct bmerr *err)
   return -1;
 }
 
-/* The base: --incremental if given must be the newest point. */
+/* Add name to the bitmaps to remove from the servers. */
+static int
+add_stale (struct points *p, const char *name)
+{
+  char **names = realloc (p->stale, (p->nstale + 1) * sizeof *names);
+
+  if (names == NULL)
+    return -1;
+  p->stale = names;
+  if ((names[p->nstale] = strdup (name)) == NULL)
+    return -1;
+  p->nstale++;
+  return 0;
+}
+
+/* The base: the newest point (--incremental, if given, must be it).
+ * The older points' checkpoints are stale on the servers (only a
+ * backup killed between its point's record and the removal of its
+ * base leaves one).
+ */
 static int
 choose_base (struct set *s, struct points *p)
 {
+  struct repo_points all;
   struct bmerr err = { 0 };
+  size_t i;
 
-  if (repo_choose (&p->r, NULL, &p->base, &err) == -1 &&
-      err.errnum != ENOENT)
+  if (repo_load (&p->r, &all, &err) == -1)
     return fail_err (s, &err);
+  for (i = 0; i + 1 < all.n; ++i)
+    if (add_stale (p, all.p[i].name) == -1) {
+      repo_points_free (&all);
+      set_fail (s, "out of memory");
+      return -1;
+    }
+  if (all.n > 0) {
+    p->base = all.p[all.n - 1];
+    all.n--;
+  }
+  repo_points_free (&all);
   if (s->incremental && p->base.name == NULL) {
     set_fail (s, "--incremental %s: %s has no points: its first backup is "
               "a full one (leave --incremental out)", s->incremental,
@@ -150,12 +184,12 @@ points_open (struct set *s, const char *dir)
   s->points = p;
   if (repo_open (dir, true, &p->r, &err) == -1)
     return fail_err (s, &err);
-  if (repo_clean (&p->r, &p->leftovers, &p->nleftovers, &err) == -1)
+  if (repo_clean (&p->r, &p->stale, &p->nstale, &err) == -1)
     return fail_err (s, &err);
-  for (i = 0; i < p->nleftovers; ++i)
+  for (i = 0; i < p->nstale; ++i)
     fprintf (stderr, "%s: backup: %s: removed the files of point %s, left "
              "by a backup that did not complete\n", prog, dir,
-             p->leftovers[i]);
+             p->stale[i]);
   if (check_new (s, p) == -1 || choose_base (s, p) == -1)
     return -1;
   if ((p->sums_dir = repo_sums_dir (&p->r)) == NULL) {
@@ -170,7 +204,7 @@ points_open (struct set *s, const char *dir)
 int
 points_servers (struct set *s)
 {
-  return cut_remove_stale (s, s->points->leftovers, s->points->nleftovers);
+  return cut_remove_stale (s, s->points->stale, s->points->nstale);
 }
 
 /* Create disk i's image and serve it. */
@@ -349,7 +383,7 @@ points_close (struct set *s)
   free (p->images);
   free (p->nbd);
   free (p->sums_dir);
-  repo_names_free (p->leftovers, p->nleftovers);
+  repo_names_free (p->stale, p->nstale);
   repo_point_free (&p->base);
   repo_close (&p->r);
   free (p);
