@@ -462,13 +462,13 @@ get_string (json_object *o, const char *key)
   return NULL;
 }
 
-/* Check the link of the chain at *link (a qcow2 image): its backing
+/* Check the link of top's chain at *link (a qcow2 image): its backing
  * file's format is declared, raw or qcow2.  Then *link is its backing
  * file if that is qcow2 (to be checked in turn), or NULL at the end of
  * the chain.  -1 with err.
  */
 static int
-check_link (char **link, struct bmerr *err)
+check_link (const char *top, char **link, struct bmerr *err)
 {
   json_object *info = qemu_img_info (*link, "qcow2", err);
   const char *backing, *full, *fmt;
@@ -476,6 +476,9 @@ check_link (char **link, struct bmerr *err)
   int r = -1;
 
   if (info == NULL) {
+    /* qemu's words name the file it could not open, not what it is. */
+    if (strcmp (*link, top) != 0)
+      bmerr_prefix (err, "%s: its backing chain", top);
     free (*link);
     *link = NULL;
     return -1;
@@ -513,7 +516,7 @@ qemu_check_chain (const char *image, struct bmerr *err)
   unsigned depth;
 
   for (depth = 0; link && depth < MAX_CHAIN; ++depth)
-    if (check_link (&link, err) == -1)
+    if (check_link (image, &link, err) == -1)
       return -1;
   if (link) {
     bmerr_set (err, ELOOP, "%s: its backing chain has more than %d images "
