@@ -105,6 +105,23 @@ struct restore {
  * The command line.
  */
 
+/* Are a and b one place, however spelled? */
+static bool
+same_place (const char *a, const char *b)
+{
+  struct endpoint x, y;
+  bool same = true;             /* out of memory: the safe answer */
+
+  if (endpoint_of (a, &x) == 0) {
+    if (endpoint_of (b, &y) == 0) {
+      same = endpoint_same (&x, &y);
+      endpoint_free (&y);
+    }
+    endpoint_free (&x);
+  }
+  return same;
+}
+
 /* --disk NAME=TARGET, or the one TARGET (name NULL). */
 static int
 add_job (struct restore *st, const char *name, const char *target)
@@ -122,9 +139,15 @@ add_job (struct restore *st, const char *name, const char *target)
     bm_error ("restore: point %s has no disk %s", st->point.name, name);
     return EXIT_FAILURE;
   }
-  for (i = 0; i < st->n; ++i)
+  for (i = 0; i < st->n; ++i) {
     if (st->jobs[i].d == d)
       return bad_usage ("restore ", "--disk %s: given twice", name);
+    if (same_place (st->jobs[i].target, target))
+      return bad_usage ("restore ", "disks %s and %s have one target (%s, "
+                        "%s): each disk needs a target of its own",
+                        st->jobs[i].d->name, name, st->jobs[i].target,
+                        target);
+  }
   jobs = realloc (st->jobs, (st->n + 1) * sizeof *jobs);
   if (jobs == NULL) {
     perror (prog);
