@@ -40,6 +40,13 @@
 /* The most links of a backing chain followed (a loop ends there). */
 #define MAX_CHAIN 256
 
+/* How a child is stopped (qemu_stop): SIGTERM, again every
+ * TERM_RESEND_MS until it has ended, SIGKILL at the TERM_TRIES-th (10
+ * seconds: a qemu-nbd flushing a large cache may take a while).
+ */
+#define TERM_RESEND_MS 200
+#define TERM_TRIES 50
+
 /* The backlog of qemu-nbd's socket: the copy engine's connections
  * arrive one after the other, a few in all.
  */
@@ -133,10 +140,12 @@ qemu_spawn (char *const argv[], bool want_out, int listen_fd,
   }
   if (c->pid == 0) {
     /* A child does not outlive this process: a qemu-nbd of a backup
-     * killed with SIGKILL would serve its image forever.  SIGTERM lets
-     * qemu-nbd flush and end cleanly.
+     * killed with SIGKILL would serve its image forever.  (SIGKILL: a
+     * qemu-nbd still starting loses a SIGTERM; what it was writing
+     * belongs to a run that did not complete, whose files the next
+     * one removes.)
      */
-    if (prctl (PR_SET_PDEATHSIG, SIGTERM) == -1 || getppid () != parent)
+    if (prctl (PR_SET_PDEATHSIG, SIGKILL) == -1 || getppid () != parent)
       goto fail;
     /* (Every descriptor above is 3 or more: 0, 1 and 2 are open.) */
     if (dup2 (*null, 0) == -1 ||
@@ -188,34 +197,39 @@ qemu_spawn (char *const argv[], bool want_out, int listen_fd,
   return ret;
 }
 
-int
-qemu_finish (struct qemu_child *c, char **out, char **text)
+/* Read the child's pipes to their ends (what they said into fp), the
+ * child asked to end with SIGTERM when term: again every
+ * TERM_RESEND_MS (qemu-nbd loses a SIGTERM that comes before its main
+ * loop runs), and SIGKILL after TERM_TRIES.
+ */
+static void
+drain (struct qemu_child *c, FILE *fp[2], bool term)
 {
   struct pollfd p[2] = { { .fd = c->err, .events = POLLIN },
                          { .fd = c->out, .events = POLLIN } };
-  char *buf[2] = { NULL, NULL };
-  size_t len[2];
-  FILE *fp[2];
-  int i, status = -1;
+  unsigned tries = 0;
+  int i, r;
 
-  fp[0] = open_memstream (&buf[0], &len[0]);
-  fp[1] = open_memstream (&buf[1], &len[1]);
+  if (term)
+    kill (c->pid, SIGTERM);
   while (p[0].fd >= 0 || p[1].fd >= 0) {
-    if (poll (p, 2, -1) == -1) {
-      if (errno == EINTR)
-        continue;
+    r = poll (p, 2, term ? TERM_RESEND_MS : -1);
+    if (r == -1 && errno != EINTR)
       break;
+    if (r == 0) {
+      kill (c->pid, ++tries < TERM_TRIES ? SIGTERM : SIGKILL);
+      continue;
     }
-    for (i = 0; i < 2; ++i) {
+    for (i = 0; r > 0 && i < 2; ++i) {
       char chunk[4096];
-      ssize_t r;
+      ssize_t n;
 
       if (p[i].fd < 0 || p[i].revents == 0)
         continue;
-      r = read (p[i].fd, chunk, sizeof chunk);
-      if (r > 0 && fp[i])
-        fwrite (chunk, 1, r, fp[i]);
-      else if (r == 0 || (r == -1 && errno != EINTR && errno != EAGAIN)) {
+      n = read (p[i].fd, chunk, sizeof chunk);
+      if (n > 0 && fp[i])
+        fwrite (chunk, 1, n, fp[i]);
+      else if (n == 0 || (n == -1 && errno != EINTR && errno != EAGAIN)) {
         close (p[i].fd);
         p[i].fd = -1;
       }
@@ -225,6 +239,20 @@ qemu_finish (struct qemu_child *c, char **out, char **text)
     if (p[i].fd >= 0)
       close (p[i].fd);
   c->err = c->out = -1;
+}
+
+/* qemu_finish, and with term, the child asked to end first. */
+static int
+finish (struct qemu_child *c, char **out, char **text, bool term)
+{
+  char *buf[2] = { NULL, NULL };
+  size_t len[2];
+  FILE *fp[2];
+  int i, status = -1;
+
+  fp[0] = open_memstream (&buf[0], &len[0]);
+  fp[1] = open_memstream (&buf[1], &len[1]);
+  drain (c, fp, term);
   while (c->pid > 0 && waitpid (c->pid, &status, 0) == -1) {
     if (errno != EINTR) {
       status = -1;
@@ -241,6 +269,18 @@ qemu_finish (struct qemu_child *c, char **out, char **text)
   else
     free (buf[1]);
   return status;
+}
+
+int
+qemu_finish (struct qemu_child *c, char **out, char **text)
+{
+  return finish (c, out, text, false);
+}
+
+int
+qemu_stop (struct qemu_child *c, char **text)
+{
+  return finish (c, NULL, text, true);
 }
 
 void
@@ -418,13 +458,8 @@ qemu_nbd_stop (struct qemu_nbd *q, char **text)
   char *said = NULL;
   int status = -1;
 
-  if (q->c.pid > 0) {
-    /* It ends with its last client unless it is persistent (-t); a
-     * signal makes sure.
-     */
-    kill (q->c.pid, SIGTERM);
-    status = qemu_finish (&q->c, NULL, &said);
-  }
+  if (q->c.pid > 0)
+    status = qemu_stop (&q->c, &said);
   if (q->listening)
     close (q->fd);
   q->listening = false;

@@ -24,8 +24,8 @@ struct qemu_child {
   int err;                      /* its stderr */
 };
 
-/* Start argv (argv[0] found in PATH), ended with SIGTERM if this
- * process ends first (even by SIGKILL), its stdin /dev/null, its stderr
+/* Start argv (argv[0] found in PATH), killed if this process ends
+ * first (even by SIGKILL), its stdin /dev/null, its stderr
  * into c->err, its stdout into c->out if want_out (else /dev/null),
  * and, when listen_fd >= 0, socket-activated: listen_fd is its
  * descriptor 3.  Returns -1 with err if it could not be run.
@@ -38,6 +38,12 @@ extern int qemu_spawn (char *const argv[], bool want_out, int listen_fd,
  * or -1 if it could not be reaped.  Free *out and *text.
  */
 extern int qemu_finish (struct qemu_child *c, char **out, char **text);
+
+/* The same, the child asked to end first: SIGTERM, again until it has
+ * ended (a qemu-nbd that is still starting loses the first), SIGKILL
+ * after 10 seconds.
+ */
+extern int qemu_stop (struct qemu_child *c, char **text);
 
 /* What a qemu program said on stderr, as the error: each line without
  * its "PROGRAM: " prefix; or, if it said nothing, how it ended.

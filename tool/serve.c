@@ -145,8 +145,9 @@ serve (const char *image, const char *path, int fd, const char *what)
   fflush (stdout);
   ended = wait_end (&c, said);
   if (ended == 0)
-    kill (c.pid, SIGTERM);
-  status = qemu_finish (&c, NULL, &rest);
+    status = qemu_stop (&c, &rest);
+  else
+    status = qemu_finish (&c, NULL, &rest);
   if (rest)
     fputs (rest, said);
   fclose (said);
