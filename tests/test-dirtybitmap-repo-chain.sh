@@ -99,6 +99,9 @@ for i, p in enumerate(pts):
     b = json.load(open("b-%s.json" % n))
     assert sorted(p) == ["base", "disks", "name", "time", "verified"], p
     assert p["time"] == m["cut"]["time"], (p, m)
+    # The summary and the manifest name the point's image.
+    image = "%s/disks/disk0/%s.qcow2" % (repo, n)
+    assert b["target"] == image and m["disks"][0]["target"] == image, (b, m)
     assert p["verified"] is None, p
     assert len(p["disks"]) == 1, p
     d = p["disks"][0]

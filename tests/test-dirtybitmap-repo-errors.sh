@@ -178,6 +178,8 @@ tool_fails -k a.img.bitmaps "backup: --incremental c1: the newest point of $repo
     backup --repo "$repo" --control "$ctl" --incremental c1 --checkpoint c3 "$(uri a)"
 tool_fails "backup: --incremental c1: $PWD/R2 has no points: its first backup is a full one (leave --incremental out)" \
     backup --repo "$PWD/R2" --control "$ctl" --incremental c1 --checkpoint c3 "$(uri a)"
+tool_fails -k a.img.bitmaps "--sums-dir $PWD: not with --repo: a repository keeps its points' checksums" \
+    backup --repo "$repo" --control "$ctl" --checkpoint c3 --sums-dir "$PWD" "$(uri a)"
 tool_fails "expecting SOURCE_URI (the repository holds the disk's points)" \
     backup --repo "$repo" --control "$ctl" --checkpoint c3 "$(uri a)" x.img
 tool_fails "no target= with --repo: the repository holds the disk's points" \

@@ -488,6 +488,9 @@ open_repo (struct set *s, const struct options *opts)
 {
   if (opts->repo == NULL)
     return 0;
+  if (s->sums_dir)
+    return bad_usage ("backup ", "--sums-dir %s: not with --repo: a "
+                      "repository keeps its points' checksums", s->sums_dir);
   s->remove_incremental = false;        /* B goes once the point exists */
   if (points_open (s, opts->repo) == -1) {
     fprintf (stderr, "%s: backup: %s\n", prog,

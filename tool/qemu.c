@@ -109,12 +109,52 @@ close_fds (int *fds, size_t n)
     }
 }
 
+/* In the child of qemu_spawn (fds: its descriptors): exec argv, or
+ * write errno on the exec failure pipe and exit.
+ */
+static void __attribute__ ((noreturn))
+exec_child (char *const argv[], const int fds[7], bool want_out,
+            int listen_fd, char **env, char *pidvar, pid_t parent)
+{
+  const int null = fds[0], out = fds[2], err = fds[4], exec_fail = fds[6];
+  int e;
+
+  /* A child does not outlive this process: a qemu-nbd of a backup
+   * killed with SIGKILL would serve its image forever.  (SIGKILL: a
+   * qemu-nbd still starting loses a SIGTERM; what it was writing
+   * belongs to a run that did not complete, whose files the next one
+   * removes.)
+   */
+  if (prctl (PR_SET_PDEATHSIG, SIGKILL) == -1 || getppid () != parent)
+    goto fail;
+  /* (Every descriptor above is 3 or more: 0, 1 and 2 are open.) */
+  if (dup2 (null, 0) == -1 || dup2 (want_out ? out : null, 1) == -1 ||
+      dup2 (err, 2) == -1)
+    goto fail;
+  if (listen_fd >= 0) {
+    if (listen_fd == 3) {
+      if (fcntl (3, F_SETFD, 0) == -1)
+        goto fail;
+    }
+    else if (dup2 (listen_fd, 3) == -1)
+      goto fail;
+    put_uint (pidvar + strlen ("LISTEN_PID="), getpid ());
+    execvpe (argv[0], argv, env);
+  }
+  else
+    execvp (argv[0], argv);
+ fail:
+  e = errno;
+  if (write (exec_fail, &e, sizeof e) == -1)
+    _exit (126);
+  _exit (127);
+}
+
 int
 qemu_spawn (char *const argv[], bool want_out, int listen_fd,
             struct qemu_child *c, struct bmerr *err)
 {
   char pidvar[32] = "LISTEN_PID=";
-  const size_t pidpos = strlen (pidvar);
   char **env = NULL;
   /* null, stdout, stderr and exec failure pipes: read end, write end */
   int fds[7] = { -1, -1, -1, -1, -1, -1, -1 };
@@ -138,38 +178,8 @@ qemu_spawn (char *const argv[], bool want_out, int listen_fd,
                strerror (errno));
     goto out;
   }
-  if (c->pid == 0) {
-    /* A child does not outlive this process: a qemu-nbd of a backup
-     * killed with SIGKILL would serve its image forever.  (SIGKILL: a
-     * qemu-nbd still starting loses a SIGTERM; what it was writing
-     * belongs to a run that did not complete, whose files the next
-     * one removes.)
-     */
-    if (prctl (PR_SET_PDEATHSIG, SIGKILL) == -1 || getppid () != parent)
-      goto fail;
-    /* (Every descriptor above is 3 or more: 0, 1 and 2 are open.) */
-    if (dup2 (*null, 0) == -1 ||
-        dup2 (want_out ? outp[1] : *null, 1) == -1 ||
-        dup2 (errp[1], 2) == -1)
-      goto fail;
-    if (listen_fd >= 0) {
-      if (listen_fd == 3) {
-        if (fcntl (3, F_SETFD, 0) == -1)
-          goto fail;
-      }
-      else if (dup2 (listen_fd, 3) == -1)
-        goto fail;
-      put_uint (pidvar + pidpos, getpid ());
-      execvpe (argv[0], argv, env);
-    }
-    else
-      execvp (argv[0], argv);
-  fail:
-    e = errno;
-    if (write (execp[1], &e, sizeof e) == -1)
-      _exit (126);
-    _exit (127);
-  }
+  if (c->pid == 0)
+    exec_child (argv, fds, want_out, listen_fd, env, pidvar, parent);
 
   close (execp[1]);
   execp[1] = -1;

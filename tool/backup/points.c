@@ -363,10 +363,18 @@ points_report (struct set *s)
   struct points *p = s->points;
   size_t i;
 
-  /* The summary names each image, not the socket that served it. */
-  for (i = 0; p && p->images && i < s->n; ++i)
-    if (p->images[i])
-      s->disks[i].o.target = p->images[i];
+  /* The summary and the manifest name each image, not the socket
+   * that served it.
+   */
+  for (i = 0; p && p->images && i < s->n; ++i) {
+    struct disk *d = &s->disks[i];
+    char *image = p->images[i] ? strdup (p->images[i]) : NULL;
+    if (image == NULL)
+      continue;
+    free (d->target);
+    d->target = image;
+    d->o.target = image;
+  }
 }
 
 void
