@@ -290,7 +290,14 @@ qemu_finish (struct qemu_child *c, char **out, char **text)
 int
 qemu_stop (struct qemu_child *c, char **text)
 {
-  return finish (c, NULL, text, true);
+  int status = finish (c, NULL, text, true);
+
+  /* Killed by the SIGTERM asked for: it came before qemu-nbd handled
+   * it, while it was starting, before it had served anything.
+   */
+  if (status != -1 && WIFSIGNALED (status) && WTERMSIG (status) == SIGTERM)
+    status = 0;
+  return status;
 }
 
 void

@@ -41,7 +41,8 @@ extern int qemu_finish (struct qemu_child *c, char **out, char **text);
 
 /* The same, the child asked to end first: SIGTERM, again until it has
  * ended (a qemu-nbd that is still starting loses the first), SIGKILL
- * after 10 seconds.
+ * after 10 seconds.  A child that SIGTERM killed (before it handled
+ * it: it had not started) ended well: 0.
  */
 extern int qemu_stop (struct qemu_child *c, char **text);
 
