@@ -673,10 +673,12 @@ parse_point (const char *path, const char *name, json_object *j,
            (base && (p->base = strdup (json_object_get_string (base)))
             == NULL))
     bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
-  else if (json_object_object_get_ex (j, "disks", &disks),
-           parse_disks (path, disks, p, err) == 0 &&
-           parse_verified (path, verified, p, err) == 0)
-    return 0;
+  else {
+    json_object_object_get_ex (j, "disks", &disks);
+    if (parse_disks (path, disks, p, err) == 0 &&
+        parse_verified (path, verified, p, err) == 0)
+      return 0;
+  }
   repo_point_free (p);
   return -1;
 }
