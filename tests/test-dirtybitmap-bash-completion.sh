@@ -37,7 +37,7 @@ offers ()
 
 # Subcommands: each one the tool has, and nothing that is not one.
 offers 'dirtybitmap ' > subcommands
-for s in backup bitmap check copy info map resize; do
+for s in backup bitmap check copy info map resize list restore serve; do
     grep -Fx "$s" subcommands
 done
 while read -r s; do
@@ -101,3 +101,23 @@ EOF
 dirtybitmap bitmap --add --control "$PWD/ctl" live
 [ "$(offers "dirtybitmap bitmap --remove --control $PWD/ctl l")" = live ]
 [ "$(offers "dirtybitmap backup --control $PWD/ctl --incremental l")" = live ]
+
+# A backup repository: its points after DIR@, its disks after --disk.
+offers 'dirtybitmap backup --' | grep -Fx -- --repo
+[ "$(offers 'dirtybitmap list --')" = --output= ]
+offers 'dirtybitmap restore --' > restore-options
+for o in --disk --output= --progress --requests; do
+    grep -Fx -- "$o" restore-options
+done
+offers 'dirtybitmap serve --' > serve-options
+expect serve-options <<'EOF'
+--disk
+--socket
+EOF
+uri="nbd+unix:///?socket=$PWD/nbd.sock"
+dirtybitmap backup --repo "$PWD/R" --checkpoint c1 --control "$PWD/ctl" "$uri"
+dirtybitmap backup --repo "$PWD/R" --checkpoint c2 --control "$PWD/ctl" "$uri"
+[ "$(offers "dirtybitmap restore $PWD/R@")" = "$(printf '%s\n' "$PWD/R@c1" "$PWD/R@c2")" ]
+[ "$(offers "dirtybitmap serve $PWD/R@c")" = "$(printf '%s\n' "$PWD/R@c1" "$PWD/R@c2")" ]
+[ "$(offers "dirtybitmap serve $PWD/R@c1 --disk ")" = disk0 ]
+[ "$(offers "dirtybitmap restore $PWD/R@c1 --disk ")" = disk0= ]

@@ -42,6 +42,9 @@ backup_usage (int status)
 "Usage: %s backup --control SOCKET [OPTIONS] SOURCE_URI TARGET\n"
 "       %s backup --disk control=SOCKET,source=URI,target=TARGET\n"
 "                        [--disk ...]... [OPTIONS]\n"
+"       %s backup --repo DIR --control SOCKET [OPTIONS] SOURCE_URI\n"
+"       %s backup --repo DIR --disk control=SOCKET,source=URI,name=NAME\n"
+"                        [--disk ...]... [OPTIONS]\n"
 "Options: --checkpoint NEW [--incremental BITMAP] [--remove-incremental]\n"
 "         [--guest-agent SOCKET | --freeze-command CMD --thaw-command CMD]\n"
 "         [--freeze-timeout SECONDS] [--cut-timeout SECONDS]\n"
@@ -60,6 +63,10 @@ backup_usage (int status)
 "On failure, every disk is left as it was: the next run starts again\n"
 "from BITMAP.\n"
 "\n"
+"  --repo DIR            into the backup repository DIR (made if it is\n"
+"                        new or empty): each disk's point NEW a qcow2\n"
+"                        image of its own, on the newest point's (the\n"
+"                        default BITMAP; the first backup is full)\n"
 "  --disk control=SOCKET,source=URI,target=TARGET[,name=NAME]\n"
 "         [,scratch=DIR]  one disk of the set (\",,\" is a comma); the\n"
 "                        first form is one --disk\n"
@@ -82,13 +89,15 @@ backup_usage (int status)
 "  -p, --output, --requests, --connections, --request-size\n"
 "                        as for copy (for each disk)\n"
 "\n"
-"Example:\n"
+"Examples:\n"
+"  %s backup --repo /backup/vm1 --checkpoint mon \\\n"
+"      --disk control=/run/vm1-os.ctl,source=nbd+unix:///?socket=/run/vm1-os.sock,name=os\n"
 "  %s backup --guest-agent /run/vm1-qga.sock --incremental b3 \\\n"
 "      --checkpoint b4 --remove-incremental \\\n"
 "      --disk control=/run/vm1-os.ctl,source=nbd+unix:///?socket=/run/vm1-os.sock,target=/backup/vm1-os.img \\\n"
 "      --disk control=/run/vm1-db.ctl,source=nbd+unix:///?socket=/run/vm1-db.sock,target=/backup/vm1-db.img\n",
-           prog, prog, BACKUP_DEFAULT_FREEZE_TIMEOUT,
-           BACKUP_DEFAULT_CUT_TIMEOUT, prog);
+           prog, prog, prog, prog, BACKUP_DEFAULT_FREEZE_TIMEOUT,
+           BACKUP_DEFAULT_CUT_TIMEOUT, prog, prog);
   exit (status);
 }
 
@@ -125,9 +134,11 @@ parse_seconds (const char *opt, const char *s, double *out)
   return 0;
 }
 
-/* Add one disk to the set from a --disk value. */
+/* Add one disk to the set from a --disk value (in a repository: no
+ * target=).
+ */
 static int
-add_disk (struct set *s, const char *spec)
+add_disk (struct set *s, const char *spec, bool repo)
 {
   struct disk *disks = realloc (s->disks, (s->n + 1) * sizeof *disks);
   struct disk *d;
@@ -140,7 +151,7 @@ add_disk (struct set *s, const char *spec)
   s->disks = disks;
   d = &s->disks[s->n++];
   *d = (struct disk) { .fd = -1 };
-  if (disk_parse (spec, d, &error) == -1) {
+  if (disk_parse (spec, repo, d, &error) == -1) {
     bad_usage ("backup ", "%s", error ? error : strerror (ENOMEM));
     free (error);
     return EXIT_FAILURE;
@@ -155,7 +166,9 @@ add_disk (struct set *s, const char *spec)
   return 0;
 }
 
-/* The one-disk form: --control SOCKET SOURCE_URI TARGET. */
+/* The one-disk form: --control SOCKET SOURCE_URI TARGET (TARGET NULL
+ * in a repository).
+ */
 static int
 add_control_disk (struct set *s, const char *control, const char *source,
                   const char *target)
@@ -175,14 +188,14 @@ add_control_disk (struct set *s, const char *control, const char *source,
     perror (prog);
     return EXIT_FAILURE;
   }
-  for (i = 0; i < 3; ++i) {
+  for (i = 0; i < 3 && values[i]; ++i) {
     const char *v;
     fprintf (fp, "%s%s=", i ? "," : "", keys[i]);
     for (v = values[i]; *v; ++v)
       fputs (*v == ',' ? ",," : (char[]) { *v, '\0' }, fp);
   }
   fclose (fp);
-  r = add_disk (s, spec);
+  r = add_disk (s, spec, target == NULL);
   free (spec);
   return r;
 }
@@ -190,6 +203,9 @@ add_control_disk (struct set *s, const char *control, const char *source,
 struct options {
   struct copy_options o;        /* the template of each disk's copy */
   const char *control;          /* the one-disk form */
+  const char *repo;             /* --repo DIR */
+  const char **specs;           /* the --disk values, read once every */
+  size_t nspecs;                /*   option is known */
   const char *scratch;
   const char *manifest;
   int json;
@@ -198,7 +214,7 @@ struct options {
 enum { CONTROL = 256, INCREMENTAL, CHECKPOINT, REMOVE, NAME, SCRATCH,
        OUTPUT, REQUESTS, CONNECTIONS, REQUEST_SIZE, DISK, AGENT,
        FREEZE_COMMAND, THAW_COMMAND, FREEZE_TIMEOUT, CUT_TIMEOUT,
-       MANIFEST, SUMS_DIR };
+       MANIFEST, SUMS_DIR, REPO };
 
 /* What the options of copy's do for each disk's copy. */
 static int
@@ -227,6 +243,21 @@ parse_copy_option (int opt, struct copy_options *o)
   }
 }
 
+static int
+add_spec (struct options *opts, const char *spec)
+{
+  const char **specs = realloc (opts->specs,
+                                (opts->nspecs + 1) * sizeof *specs);
+
+  if (specs == NULL) {
+    perror (prog);
+    return EXIT_FAILURE;
+  }
+  opts->specs = specs;
+  specs[opts->nspecs++] = spec;
+  return 0;
+}
+
 /* One option (optarg its value) into s and opts: 0, or the exit
  * status (the problem said).
  */
@@ -236,7 +267,8 @@ parse_option (int opt, struct set *s, struct options *opts)
   switch (opt) {
   case 'h': backup_usage (EXIT_SUCCESS);
   case CONTROL: opts->control = optarg; return 0;
-  case DISK: return add_disk (s, optarg);
+  case DISK: return add_spec (opts, optarg);
+  case REPO: opts->repo = optarg; return 0;
   case INCREMENTAL: s->incremental = optarg; return 0;
   case CHECKPOINT: s->checkpoint = optarg; return 0;
   case REMOVE: s->remove_incremental = true; return 0;
@@ -269,6 +301,7 @@ parse_options (int argc, char *argv[], struct set *s, struct options *opts)
     { "help", no_argument, NULL, 'h' },
     { "control", required_argument, NULL, CONTROL },
     { "disk", required_argument, NULL, DISK },
+    { "repo", required_argument, NULL, REPO },
     { "incremental", required_argument, NULL, INCREMENTAL },
     { "checkpoint", required_argument, NULL, CHECKPOINT },
     { "remove-incremental", no_argument, NULL, REMOVE },
@@ -301,21 +334,34 @@ static int
 parse_disks (int argc, char *argv[], struct set *s,
              const struct options *opts)
 {
+  const int operands = opts->repo ? 1 : 2;
+  size_t i;
+  int r;
+
   if (opts->control) {
-    if (s->n > 0)
+    if (opts->nspecs > 0)
       return bad_usage ("backup ", "--control and --disk: use one form "
                         "(--control SOCKET SOURCE_URI TARGET is one "
                         "--disk)");
-    if (optind != argc - 2)
-      return bad_usage ("backup ", "expecting SOURCE_URI and TARGET");
+    if (optind != argc - operands)
+      return bad_usage ("backup ", opts->repo ? "expecting SOURCE_URI (the "
+                        "repository holds the disk's points)"
+                        : "expecting SOURCE_URI and TARGET");
     return add_control_disk (s, opts->control, argv[optind],
-                             argv[optind + 1]);
+                             opts->repo ? NULL : argv[optind + 1]);
   }
-  if (s->n == 0)
+  if (opts->nspecs == 0)
     return bad_usage ("backup ", "--control SOCKET or --disk is required");
   if (optind != argc)
     return bad_usage ("backup ", "%s: with --disk, the sources and targets "
                       "are in the --disk options", argv[optind]);
+  for (i = 0; i < opts->nspecs; ++i) {
+    if ((r = add_disk (s, opts->specs[i], opts->repo != NULL)) != 0)
+      return r;
+    if (opts->repo && !s->disks[i].named)
+      return bad_usage ("backup ", "--disk %s: name=NAME is required with "
+                        "--repo: it names the disk's points", opts->specs[i]);
+  }
   return 0;
 }
 
@@ -384,7 +430,7 @@ parse_backup (int argc, char *argv[], struct set *s, struct options *opts)
   if ((r = parse_options (argc, argv, s, opts)) != 0 ||
       (r = parse_disks (argc, argv, s, opts)) != 0 ||
       (r = check_options (s)) != 0 ||
-      (r = check_disks (s)) != 0 ||
+      (opts->repo == NULL && (r = check_disks (s)) != 0) ||
       (r = check_manifest (opts)) != 0)
     return r;
   return 0;
@@ -434,6 +480,80 @@ prepare_checksums (struct set *s)
   return 0;
 }
 
+/* In a repository: DIR opened, the base chosen, each disk's target
+ * made (before the checks that compare the disks' places).
+ */
+static int
+open_repo (struct set *s, const struct options *opts)
+{
+  if (opts->repo == NULL)
+    return 0;
+  if (s->sums_dir)
+    return bad_usage ("backup ", "--sums-dir %s: not with --repo: a "
+                      "repository keeps its points' checksums", s->sums_dir);
+  s->remove_incremental = false;        /* B goes once the point exists */
+  if (points_open (s, opts->repo) == -1) {
+    fprintf (stderr, "%s: backup: %s\n", prog,
+             s->error ? s->error : strerror (ENOMEM));
+    return EXIT_FAILURE;
+  }
+  return check_disks (s);
+}
+
+/* Each disk ready to copy, and the signals caught: 0, or the exit
+ * status (said).
+ */
+static int
+prepare (struct set *s, struct options *opts)
+{
+  char *error = NULL;
+  size_t i;
+
+  opts->o.full = s->incremental == NULL;
+  for (i = 0; i < s->n; ++i)
+    if (disk_prepare (&s->disks[i], s->view, opts->scratch, &opts->o,
+                      &error) == -1) {
+      fprintf (stderr, "%s: backup: %s\n", prog,
+               error ? error : strerror (ENOMEM));
+      free (error);
+      return EXIT_FAILURE;
+    }
+  if (copy_signals_catch (&error) == -1) {
+    fprintf (stderr, "%s: backup: %s\n", prog, error);
+    free (error);
+    return EXIT_FAILURE;
+  }
+  return 0;
+}
+
+/* The backup's steps, and their undo on failure: whether it is
+ * complete.
+ */
+static bool
+run (struct set *s, const struct options *opts)
+{
+  const bool repo = s->points != NULL;
+
+  if (servers_connect (s) == 0 && (!repo || points_servers (s) == 0) &&
+      cut_check (s) == 0 && cut_make (s) == 0 &&
+      prepare_checksums (s) == 0 && (!repo || points_images (s) == 0) &&
+      copies_run (s, opts->o.progress) == 0 && cut_views_ok (s) == 0 &&
+      checksums_write (s) == 0 && cut_end (s) == 0) {
+    checksums_publish (s);
+    if (!repo || points_commit (s) == 0)
+      return true;
+    /* The servers have NEW, but there is no point: NEW goes. */
+    cut_forget (s);
+    points_undo (s);
+    return false;
+  }
+  checksums_undo (s);
+  cut_undo (s);
+  if (repo)
+    points_undo (s);
+  return false;
+}
+
 int
 do_backup (int argc, char *argv[])
 {
@@ -446,46 +566,21 @@ do_backup (int argc, char *argv[])
   struct options opts = {
     .o = { .requests = COPY_DEFAULT_REQUESTS, .trim_source = true },
   };
-  bool ok = false, caught = false;
-  char *error = NULL;
+  bool ok;
   size_t i;
   int status;
 
-  if ((status = parse_backup (argc, argv, &s, &opts)) != 0)
+  if ((status = parse_backup (argc, argv, &s, &opts)) != 0 ||
+      (status = open_repo (&s, &opts)) != 0 ||
+      (status = prepare (&s, &opts)) != 0)
     goto out;
-  status = EXIT_FAILURE;
-  opts.o.full = s.incremental == NULL;
-  for (i = 0; i < s.n; ++i)
-    if (disk_prepare (&s.disks[i], s.view, opts.scratch, &opts.o,
-                      &error) == -1) {
-      fprintf (stderr, "%s: backup: %s\n", prog,
-               error ? error : strerror (ENOMEM));
-      free (error);
-      goto out;
-    }
-  if (copy_signals_catch (&error) == -1) {
-    fprintf (stderr, "%s: backup: %s\n", prog, error);
-    free (error);
-    goto out;
-  }
-  caught = true;
 
-  if (servers_connect (&s) == 0 && cut_check (&s) == 0 &&
-      cut_make (&s) == 0 && prepare_checksums (&s) == 0 &&
-      copies_run (&s, opts.o.progress) == 0 && cut_views_ok (&s) == 0 &&
-      checksums_write (&s) == 0 && cut_end (&s) == 0) {
-    ok = true;
-    checksums_publish (&s);
-  }
-  else {
-    checksums_undo (&s);
-    cut_undo (&s);
-  }
+  ok = run (&s, &opts);
   copy_signals_release ();
-  caught = false;
 
   if (!ok)
     say_failure (&s);
+  points_report (&s);
   report_summary (stdout, &s, ok, opts.json);
   /* A committed set is a success, manifest or not. */
   if (opts.manifest && report_manifest (&s, ok, opts.manifest) == -1 && ok)
@@ -495,8 +590,7 @@ do_backup (int argc, char *argv[])
   status = ok ? EXIT_SUCCESS : EXIT_FAILURE;
 
  out:
-  if (caught)
-    copy_signals_release ();
+  points_close (&s);
   for (i = 0; i < s.n; ++i) {
     if (s.disks[i].fd >= 0)
       close (s.disks[i].fd);
@@ -505,6 +599,7 @@ do_backup (int argc, char *argv[])
   }
   free (s.disks);
   free (s.error);
+  free (opts.specs);
   if (s.agent_fd >= 0)
     close (s.agent_fd);
   if (fflush (stdout) == EOF)

@@ -134,6 +134,12 @@ usage (int status)
 "            SOURCE_URI TARGET\n"
 "  %s backup --disk control=SOCKET,source=URI,target=TARGET...\n"
 "            [OPTIONS]\n"
+"  %s backup --repo DIR (--control SOCKET SOURCE_URI |\n"
+"            --disk control=SOCKET,source=URI,name=NAME...) [OPTIONS]\n"
+"  %s list [--output=human|json] DIR\n"
+"  %s restore [-p] [--output=human|json] DIR[@POINT]\n"
+"            (TARGET | --disk NAME=TARGET...)\n"
+"  %s serve DIR[@POINT] [--disk NAME] --socket PATH\n"
 "  %s verify [-p] [-f FMT] [--output=human|json] IMAGE_OR_URI SUMS\n"
 "  %s resize [--shrink] [--disk DISKFILE] FILE [+|-]SIZE\n"
 "\n"
@@ -148,10 +154,14 @@ usage (int status)
 "  %s copy -p nbd+unix:///?socket=/tmp/sock backup.img\n"
 "  %s backup --control /tmp/ctl --incremental b0 --checkpoint b1 \\\n"
 "      nbd+unix:///?socket=/tmp/sock backup.img\n"
+"  %s backup --repo /backup/vm1 --checkpoint mon --control /tmp/ctl \\\n"
+"      nbd+unix:///?socket=/tmp/sock\n"
+"  %s restore /backup/vm1@mon disk.img\n"
 "\n"
 "'%s SUBCOMMAND --help' describes a subcommand; see dirtybitmap(1).\n",
            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
-           prog, prog, prog, prog, prog, prog, prog, prog);
+           prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
+           prog, prog, prog);
   exit (status);
 }
 
@@ -164,7 +174,8 @@ main (int argc, char *argv[])
   } subs[] = {
     { "info", do_info }, { "bitmap", do_bitmap }, { "map", do_map },
     { "check", do_check }, { "copy", do_copy }, { "backup", do_backup },
-    { "resize", do_resize }, { "verify", do_verify },
+    { "resize", do_resize }, { "verify", do_verify }, { "list", do_list },
+    { "restore", do_restore }, { "serve", do_serve },
   };
   size_t i;
 

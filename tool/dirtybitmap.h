@@ -27,6 +27,9 @@ extern int do_copy (int argc, char *argv[]);
 extern int do_backup (int argc, char *argv[]);
 extern int do_resize (int argc, char *argv[]);
 extern int do_verify (int argc, char *argv[]);
+extern int do_list (int argc, char *argv[]);
+extern int do_restore (int argc, char *argv[]);
+extern int do_serve (int argc, char *argv[]);
 
 /* The disk file that the bitmap file FILE describes: GIVEN (--disk)
  * if set, else FILE without ".bitmaps" if that is a regular file, else

@@ -26,6 +26,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -38,6 +39,13 @@
 
 /* The most links of a backing chain followed (a loop ends there). */
 #define MAX_CHAIN 256
+
+/* How a child is stopped (qemu_stop): SIGTERM, again every
+ * TERM_RESEND_MS until it has ended, SIGKILL at the TERM_TRIES-th (10
+ * seconds: a qemu-nbd flushing a large cache may take a while).
+ */
+#define TERM_RESEND_MS 200
+#define TERM_TRIES 50
 
 /* The backlog of qemu-nbd's socket: the copy engine's connections
  * arrive one after the other, a few in all.
@@ -101,18 +109,59 @@ close_fds (int *fds, size_t n)
     }
 }
 
+/* In the child of qemu_spawn (fds: its descriptors): exec argv, or
+ * write errno on the exec failure pipe and exit.
+ */
+static void __attribute__ ((noreturn))
+exec_child (char *const argv[], const int fds[7], bool want_out,
+            int listen_fd, char **env, char *pidvar, pid_t parent)
+{
+  const int null = fds[0], out = fds[2], err = fds[4], exec_fail = fds[6];
+  int e;
+
+  /* A child does not outlive this process: a qemu-nbd of a backup
+   * killed with SIGKILL would serve its image forever.  (SIGKILL: a
+   * qemu-nbd still starting loses a SIGTERM; what it was writing
+   * belongs to a run that did not complete, whose files the next one
+   * removes.)
+   */
+  if (prctl (PR_SET_PDEATHSIG, SIGKILL) == -1 || getppid () != parent)
+    goto fail;
+  /* (Every descriptor above is 3 or more: 0, 1 and 2 are open.) */
+  if (dup2 (null, 0) == -1 || dup2 (want_out ? out : null, 1) == -1 ||
+      dup2 (err, 2) == -1)
+    goto fail;
+  if (listen_fd >= 0) {
+    if (listen_fd == 3) {
+      if (fcntl (3, F_SETFD, 0) == -1)
+        goto fail;
+    }
+    else if (dup2 (listen_fd, 3) == -1)
+      goto fail;
+    put_uint (pidvar + strlen ("LISTEN_PID="), getpid ());
+    execvpe (argv[0], argv, env);
+  }
+  else
+    execvp (argv[0], argv);
+ fail:
+  e = errno;
+  if (write (exec_fail, &e, sizeof e) == -1)
+    _exit (126);
+  _exit (127);
+}
+
 int
 qemu_spawn (char *const argv[], bool want_out, int listen_fd,
             struct qemu_child *c, struct bmerr *err)
 {
   char pidvar[32] = "LISTEN_PID=";
-  const size_t pidpos = strlen (pidvar);
   char **env = NULL;
   /* null, stdout, stderr and exec failure pipes: read end, write end */
   int fds[7] = { -1, -1, -1, -1, -1, -1, -1 };
   int *null = &fds[0], *outp = &fds[1], *errp = &fds[3], *execp = &fds[5];
   int e = 0, ret = -1;
   ssize_t r;
+  pid_t parent;
 
   *c = (struct qemu_child) { .name = argv[0], .pid = -1, .out = -1, .err = -1 };
   if ((listen_fd >= 0 && (env = activation_env (pidvar)) == NULL) ||
@@ -122,36 +171,15 @@ qemu_spawn (char *const argv[], bool want_out, int listen_fd,
     bmerr_set (err, errno, "cannot run %s: %s", argv[0], strerror (errno));
     goto out;
   }
+  parent = getpid ();
   c->pid = fork ();
   if (c->pid == -1) {
     bmerr_set (err, errno, "cannot run %s: fork: %s", argv[0],
                strerror (errno));
     goto out;
   }
-  if (c->pid == 0) {
-    /* (Every descriptor above is 3 or more: 0, 1 and 2 are open.) */
-    if (dup2 (*null, 0) == -1 ||
-        dup2 (want_out ? outp[1] : *null, 1) == -1 ||
-        dup2 (errp[1], 2) == -1)
-      goto fail;
-    if (listen_fd >= 0) {
-      if (listen_fd == 3) {
-        if (fcntl (3, F_SETFD, 0) == -1)
-          goto fail;
-      }
-      else if (dup2 (listen_fd, 3) == -1)
-        goto fail;
-      put_uint (pidvar + pidpos, getpid ());
-      execvpe (argv[0], argv, env);
-    }
-    else
-      execvp (argv[0], argv);
-  fail:
-    e = errno;
-    if (write (execp[1], &e, sizeof e) == -1)
-      _exit (126);
-    _exit (127);
-  }
+  if (c->pid == 0)
+    exec_child (argv, fds, want_out, listen_fd, env, pidvar, parent);
 
   close (execp[1]);
   execp[1] = -1;
@@ -179,34 +207,39 @@ qemu_spawn (char *const argv[], bool want_out, int listen_fd,
   return ret;
 }
 
-int
-qemu_finish (struct qemu_child *c, char **out, char **text)
+/* Read the child's pipes to their ends (what they said into fp), the
+ * child asked to end with SIGTERM when term: again every
+ * TERM_RESEND_MS (qemu-nbd loses a SIGTERM that comes before its main
+ * loop runs), and SIGKILL after TERM_TRIES.
+ */
+static void
+drain (struct qemu_child *c, FILE *fp[2], bool term)
 {
   struct pollfd p[2] = { { .fd = c->err, .events = POLLIN },
                          { .fd = c->out, .events = POLLIN } };
-  char *buf[2] = { NULL, NULL };
-  size_t len[2];
-  FILE *fp[2];
-  int i, status = -1;
+  unsigned tries = 0;
+  int i, r;
 
-  fp[0] = open_memstream (&buf[0], &len[0]);
-  fp[1] = open_memstream (&buf[1], &len[1]);
+  if (term)
+    kill (c->pid, SIGTERM);
   while (p[0].fd >= 0 || p[1].fd >= 0) {
-    if (poll (p, 2, -1) == -1) {
-      if (errno == EINTR)
-        continue;
+    r = poll (p, 2, term ? TERM_RESEND_MS : -1);
+    if (r == -1 && errno != EINTR)
       break;
+    if (r == 0) {
+      kill (c->pid, ++tries < TERM_TRIES ? SIGTERM : SIGKILL);
+      continue;
     }
-    for (i = 0; i < 2; ++i) {
+    for (i = 0; r > 0 && i < 2; ++i) {
       char chunk[4096];
-      ssize_t r;
+      ssize_t n;
 
       if (p[i].fd < 0 || p[i].revents == 0)
         continue;
-      r = read (p[i].fd, chunk, sizeof chunk);
-      if (r > 0 && fp[i])
-        fwrite (chunk, 1, r, fp[i]);
-      else if (r == 0 || (r == -1 && errno != EINTR && errno != EAGAIN)) {
+      n = read (p[i].fd, chunk, sizeof chunk);
+      if (n > 0 && fp[i])
+        fwrite (chunk, 1, n, fp[i]);
+      else if (n == 0 || (n == -1 && errno != EINTR && errno != EAGAIN)) {
         close (p[i].fd);
         p[i].fd = -1;
       }
@@ -216,6 +249,20 @@ qemu_finish (struct qemu_child *c, char **out, char **text)
     if (p[i].fd >= 0)
       close (p[i].fd);
   c->err = c->out = -1;
+}
+
+/* qemu_finish, and with term, the child asked to end first. */
+static int
+finish (struct qemu_child *c, char **out, char **text, bool term)
+{
+  char *buf[2] = { NULL, NULL };
+  size_t len[2];
+  FILE *fp[2];
+  int i, status = -1;
+
+  fp[0] = open_memstream (&buf[0], &len[0]);
+  fp[1] = open_memstream (&buf[1], &len[1]);
+  drain (c, fp, term);
   while (c->pid > 0 && waitpid (c->pid, &status, 0) == -1) {
     if (errno != EINTR) {
       status = -1;
@@ -231,6 +278,25 @@ qemu_finish (struct qemu_child *c, char **out, char **text)
     *out = buf[1];
   else
     free (buf[1]);
+  return status;
+}
+
+int
+qemu_finish (struct qemu_child *c, char **out, char **text)
+{
+  return finish (c, out, text, false);
+}
+
+int
+qemu_stop (struct qemu_child *c, char **text)
+{
+  int status = finish (c, NULL, text, true);
+
+  /* Killed by the SIGTERM asked for: it came before qemu-nbd handled
+   * it, while it was starting, before it had served anything.
+   */
+  if (status != -1 && WIFSIGNALED (status) && WTERMSIG (status) == SIGTERM)
+    status = 0;
   return status;
 }
 
@@ -338,15 +404,40 @@ listen_private (struct qemu_nbd *q, struct bmerr *err)
   return fd;
 }
 
+static void
+qemu_nbd_init (struct qemu_nbd *q)
+{
+  *q = (struct qemu_nbd) { .fd = -1, .c = { .pid = -1, .out = -1,
+                                            .err = -1 } };
+}
+
 int
-qemu_nbd_start (const char *const args[], struct qemu_nbd *q,
-                struct bmerr *err)
+qemu_nbd_listen (struct qemu_nbd *q, struct bmerr *err)
+{
+  qemu_nbd_init (q);
+  q->fd = listen_private (q, err);
+  if (q->fd == -1) {
+    qemu_nbd_stop (q, NULL);
+    return -1;
+  }
+  q->listening = true;
+  if (asprintf (&q->uri, "nbd+unix:///?socket=%s", q->sock) == -1) {
+    q->uri = NULL;
+    bmerr_set (err, errno, "%s", strerror (errno));
+    qemu_nbd_stop (q, NULL);
+    return -1;
+  }
+  return 0;
+}
+
+int
+qemu_nbd_run (const char *const args[], struct qemu_nbd *q,
+              struct bmerr *err)
 {
   const char **argv;
   size_t n = 0;
-  int fd, r = -1;
+  int r;
 
-  *q = (struct qemu_nbd) { .c = { .pid = -1, .out = -1, .err = -1 } };
   while (args[n])
     n++;
   argv = calloc (n + 2, sizeof *argv);
@@ -356,20 +447,26 @@ qemu_nbd_start (const char *const args[], struct qemu_nbd *q,
   }
   argv[0] = "qemu-nbd";
   memcpy (argv + 1, args, n * sizeof *argv);
-  fd = listen_private (q, err);
-  if (fd >= 0) {
-    r = qemu_spawn ((char *const *) argv, false, fd, &q->c, err);
-    close (fd);
-  }
-  if (r == 0 && asprintf (&q->uri, "nbd+unix:///?socket=%s", q->sock) == -1) {
-    q->uri = NULL;
-    bmerr_set (err, errno, "%s", strerror (errno));
-    r = -1;
-  }
+  r = qemu_spawn ((char *const *) argv, false, q->fd, &q->c, err);
   free (argv);
-  if (r == -1)
-    qemu_nbd_stop (q, NULL);
+  /* qemu-nbd has its own copy: the socket stays as long as it runs. */
+  close (q->fd);
+  q->fd = -1;
+  q->listening = false;
   return r;
+}
+
+int
+qemu_nbd_start (const char *const args[], struct qemu_nbd *q,
+                struct bmerr *err)
+{
+  if (qemu_nbd_listen (q, err) == -1)
+    return -1;
+  if (qemu_nbd_run (args, q, err) == -1) {
+    qemu_nbd_stop (q, NULL);
+    return -1;
+  }
+  return 0;
 }
 
 int
@@ -378,13 +475,12 @@ qemu_nbd_stop (struct qemu_nbd *q, char **text)
   char *said = NULL;
   int status = -1;
 
-  if (q->c.pid > 0) {
-    /* It ends with its last client unless it is persistent (-t); a
-     * signal makes sure.
-     */
-    kill (q->c.pid, SIGTERM);
-    status = qemu_finish (&q->c, NULL, &said);
-  }
+  if (q->c.pid > 0)
+    status = qemu_stop (&q->c, &said);
+  if (q->listening)
+    close (q->fd);
+  q->listening = false;
+  q->fd = -1;
   if (text)
     *text = said;
   else {
@@ -418,13 +514,13 @@ get_string (json_object *o, const char *key)
   return NULL;
 }
 
-/* Check the link of the chain at *link (a qcow2 image): its backing
+/* Check the link of top's chain at *link (a qcow2 image): its backing
  * file's format is declared, raw or qcow2.  Then *link is its backing
  * file if that is qcow2 (to be checked in turn), or NULL at the end of
  * the chain.  -1 with err.
  */
 static int
-check_link (char **link, struct bmerr *err)
+check_link (const char *top, char **link, struct bmerr *err)
 {
   json_object *info = qemu_img_info (*link, "qcow2", err);
   const char *backing, *full, *fmt;
@@ -432,6 +528,9 @@ check_link (char **link, struct bmerr *err)
   int r = -1;
 
   if (info == NULL) {
+    /* qemu's words name the file it could not open, not what it is. */
+    if (strcmp (*link, top) != 0)
+      bmerr_prefix (err, "%s: its backing chain", top);
     free (*link);
     *link = NULL;
     return -1;
@@ -463,19 +562,13 @@ check_link (char **link, struct bmerr *err)
 }
 
 int
-qemu_nbd_serve_qcow2 (const char *image, struct qemu_nbd *q,
-                      struct bmerr *err)
+qemu_check_chain (const char *image, struct bmerr *err)
 {
-  static const char *const opts[] = { "-r", "-f", "qcow2", "-t", "-e",
-                                      "16", "--" };
-  const size_t nopts = sizeof opts / sizeof opts[0];
-  const char *args[sizeof opts / sizeof opts[0] + 2];
   char *link = strdup (image);
   unsigned depth;
 
-  *q = (struct qemu_nbd) { .c = { .pid = -1, .out = -1, .err = -1 } };
   for (depth = 0; link && depth < MAX_CHAIN; ++depth)
-    if (check_link (&link, err) == -1)
+    if (check_link (image, &link, err) == -1)
       return -1;
   if (link) {
     bmerr_set (err, ELOOP, "%s: its backing chain has more than %d images "
@@ -487,6 +580,20 @@ qemu_nbd_serve_qcow2 (const char *image, struct qemu_nbd *q,
     bmerr_set (err, errno, "%s", strerror (errno));
     return -1;
   }
+  return 0;
+}
+
+int
+qemu_nbd_serve_qcow2 (const char *image, struct qemu_nbd *q,
+                      struct bmerr *err)
+{
+  static const char *const opts[] = { QEMU_NBD_READ_ONLY_ARGS };
+  const size_t nopts = sizeof opts / sizeof opts[0];
+  const char *args[sizeof opts / sizeof opts[0] + 2];
+
+  qemu_nbd_init (q);
+  if (qemu_check_chain (image, err) == -1)
+    return -1;
   memcpy (args, opts, sizeof opts);
   args[nopts] = image;
   args[nopts + 1] = NULL;

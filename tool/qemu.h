@@ -24,7 +24,8 @@ struct qemu_child {
   int err;                      /* its stderr */
 };
 
-/* Start argv (argv[0] found in PATH), its stdin /dev/null, its stderr
+/* Start argv (argv[0] found in PATH), killed if this process ends
+ * first (even by SIGKILL), its stdin /dev/null, its stderr
  * into c->err, its stdout into c->out if want_out (else /dev/null),
  * and, when listen_fd >= 0, socket-activated: listen_fd is its
  * descriptor 3.  Returns -1 with err if it could not be run.
@@ -37,6 +38,13 @@ extern int qemu_spawn (char *const argv[], bool want_out, int listen_fd,
  * or -1 if it could not be reaped.  Free *out and *text.
  */
 extern int qemu_finish (struct qemu_child *c, char **out, char **text);
+
+/* The same, the child asked to end first: SIGTERM, again until it has
+ * ended (a qemu-nbd that is still starting loses the first), SIGKILL
+ * after 10 seconds.  A child that SIGTERM killed (before it handled
+ * it: it had not started) ended well: 0.
+ */
+extern int qemu_stop (struct qemu_child *c, char **text);
 
 /* What a qemu program said on stderr, as the error: each line without
  * its "PROGRAM: " prefix; or, if it said nothing, how it ended.
@@ -57,6 +65,8 @@ struct qemu_nbd {
   char *dir;
   char *sock;
   char *uri;                    /* nbd+unix:///?socket=SOCK */
+  bool listening;               /* fd listens on sock, not yet passed on */
+  int fd;
   struct qemu_child c;
 };
 
@@ -67,6 +77,15 @@ struct qemu_nbd {
  */
 extern int qemu_nbd_start (const char *const args[], struct qemu_nbd *q,
                            struct bmerr *err);
+
+/* The same in two steps: qemu_nbd_listen makes the socket (q->uri is
+ * known, and a client may connect: it waits) before the image exists;
+ * qemu_nbd_run starts qemu-nbd on it.  -1 with err; qemu_nbd_stop
+ * undoes either.
+ */
+extern int qemu_nbd_listen (struct qemu_nbd *q, struct bmerr *err);
+extern int qemu_nbd_run (const char *const args[], struct qemu_nbd *q,
+                         struct bmerr *err);
 
 /* Stop it (SIGTERM), reap it, remove its socket and directory.  What
  * it said on stderr goes to *text (free it) if text is not NULL.
@@ -86,5 +105,16 @@ extern int qemu_nbd_stop (struct qemu_nbd *q, char **text);
  */
 extern int qemu_nbd_serve_qcow2 (const char *image, struct qemu_nbd *q,
                                  struct bmerr *err);
+
+/* The check that qemu_nbd_serve_qcow2 makes first, alone: every link
+ * of image's chain declares its backing file's format.  -1 with err.
+ */
+extern int qemu_check_chain (const char *image, struct bmerr *err);
+
+/* The program name and arguments that serve a qcow2 image (and its
+ * checked chain) read-only to several clients: for a caller that
+ * starts qemu-nbd itself (qemu_spawn).  NULL-terminated; image last.
+ */
+#define QEMU_NBD_READ_ONLY_ARGS "-r", "-f", "qcow2", "-t", "-e", "16", "--"
 
 #endif /* DIRTYBITMAP_QEMU_H */

@@ -285,6 +285,32 @@ say_resync (const struct set *s, const struct disk *d, bool base_there)
              d->prev_sums_path);
 }
 
+/* In a repository every point has its checksums: an incremental that
+ * could not write them (no usable previous set, or chunks larger than
+ * B's granules) is a full copy instead.  Said.
+ */
+static bool
+needs_sums (const struct set *s, const struct disk *d)
+{
+  const char *why = d->prev_why ? d->prev_why : strerror (ENOMEM);
+
+  if (!s->sums_required)
+    return false;
+  if (d->prev == NULL)
+    fprintf (stderr, "%s: backup: disk %s: the checksums of point %s are "
+             "not usable (%s): a full copy, as every point of a repository "
+             "has its checksums\n", prog, d->name, s->incremental, why);
+  else if (d->prev->chunk > d->base_granularity)
+    fprintf (stderr, "%s: backup: disk %s: bitmap %s's granularity (%"
+             PRIu64 ") is smaller than a checksum chunk (%" PRIu64 "): a "
+             "full copy, as every point of a repository has its "
+             "checksums\n", prog, d->name, s->incremental,
+             d->base_granularity, d->prev->chunk);
+  else
+    return false;
+  return true;
+}
+
 void
 checksums_plan (struct set *s, struct disk *d, bool base_there,
                 bool base_consistent)
@@ -295,8 +321,11 @@ checksums_plan (struct set *s, struct disk *d, bool base_there,
   d->mode = MODE_FULL;
   if (s->incremental == NULL)
     return;
-  if (base_there && base_consistent)
+  if (base_there && base_consistent) {
+    if (needs_sums (s, d))
+      return;                   /* a full copy, said */
     d->mode = MODE_INCREMENTAL;
+  }
   else if (d->prev && (d->prev_holds || target_readable (d, &unread) == 0))
     d->mode = MODE_RESYNC;
   if (d->mode == MODE_RESYNC)
@@ -429,7 +458,11 @@ new_set (struct set *s, struct disk *d)
 int
 checksums_prepare (struct set *s, struct disk *d)
 {
-  if (claim (s, d) == -1)
+  /* In a repository the target is a new image, which no set describes,
+   * and the sets there are its points' (what a backup that did not
+   * complete left is gone already: backup/points.c).
+   */
+  if (s->points == NULL && claim (s, d) == -1)
     return -1;
   if (d->mode == MODE_INCREMENTAL && d->prev &&
       d->prev->chunk > d->base_granularity) {

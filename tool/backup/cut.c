@@ -379,25 +379,105 @@ cut_end (struct set *s)
   /* The backup is complete: from here on, NEW is meant to stay. */
   for (i = 0; i < s->n; ++i)
     s->disks[i].added = false;
+  if (s->remove_incremental)
+    cut_remove_base (s);
+  return 0;
+}
+
+void
+cut_remove_base (struct set *s)
+{
+  size_t i;
+
   /* B is removed where it is: on a disk that lost it (a resync, or a
    * full copy), there is nothing to remove.
    */
-  if (s->remove_incremental &&
-      servers_call (s, "transaction", remove_base, has_base,
-                    control_deadline (), false, NULL) == -1)
-    for (i = 0; i < s->n; ++i) {
-      struct disk *d = &s->disks[i];
-      if (d->error == NULL)
-        continue;
-      fprintf (stderr, "%s: backup: disk %s: %s\n"
-               "%s: backup: the backup is complete; remove bitmap %s "
-               "yourself: %s bitmap --remove --control %s %s\n",
-               prog, d->name, d->error, prog, s->incremental, prog,
-               d->control, s->incremental);
-      free (d->error);
-      d->error = NULL;
+  if (servers_call (s, "transaction", remove_base, has_base,
+                    control_deadline (), false, NULL) == 0)
+    return;
+  for (i = 0; i < s->n; ++i) {
+    struct disk *d = &s->disks[i];
+    if (d->error == NULL)
+      continue;
+    fprintf (stderr, "%s: backup: disk %s: %s\n"
+             "%s: backup: the backup is complete; remove bitmap %s "
+             "yourself: %s bitmap --remove --control %s %s\n",
+             prog, d->name, d->error, prog, s->incremental, prog,
+             d->control, s->incremental);
+    free (d->error);
+    d->error = NULL;
+  }
+}
+
+/* The bitmaps of names that d's query ret lists, as a transaction's
+ * arguments removing them (NULL if none).
+ */
+static json_object *
+stale_args (const struct disk *d, json_object *ret, char *const *names,
+            size_t n)
+{
+  json_object *bitmaps, *b, *v, *list = NULL, *args;
+  size_t i, k;
+
+  if (ret == NULL || !json_object_object_get_ex (ret, "bitmaps", &bitmaps))
+    return NULL;
+  for (i = 0; i < json_object_array_length (bitmaps); ++i) {
+    b = json_object_array_get_idx (bitmaps, i);
+    if (!json_object_object_get_ex (b, "name", &v))
+      continue;
+    for (k = 0; k < n; ++k)
+      if (strcmp (json_object_get_string (v), names[k]) == 0)
+        break;
+    if (k == n)
+      continue;
+    if (list == NULL)
+      list = json_object_new_array ();
+    args = remove_args (names[k]);
+    json_object_object_get_ex (args, "actions", &v);
+    json_object_array_add (list, json_object_get (
+                             json_object_array_get_idx (v, 0)));
+    json_object_put (args);
+    fprintf (stderr, "%s: backup: disk %s: removed checkpoint %s, left "
+             "by a backup that did not complete\n", prog, d->name, names[k]);
+  }
+  if (list == NULL)
+    return NULL;
+  args = json_object_new_object ();
+  json_object_object_add (args, "actions", list);
+  return args;
+}
+
+int
+cut_remove_stale (struct set *s, char *const *names, size_t n)
+{
+  json_object **rets = calloc (s->n, sizeof *rets), *args, *ret;
+  char *error = NULL;
+  size_t i;
+  int r = -1;
+
+  if (rets == NULL) {
+    set_fail (s, "out of memory");
+    return -1;
+  }
+  if (n == 0 || query_all (s, rets) == 0)
+    r = 0;
+  for (i = 0; r == 0 && n > 0 && i < s->n; ++i) {
+    struct disk *d = &s->disks[i];
+    if ((args = stale_args (d, rets[i], names, n)) == NULL)
+      continue;
+    ret = NULL;
+    if (control_call_on (d->fd, d->control,
+                         control_request ("transaction", args), &ret,
+                         &error) != 0) {
+      disk_fail (d, "%s", error ? error : "out of memory");
+      r = -1;
     }
-  return 0;
+    json_object_put (ret);
+    free (error);
+    error = NULL;
+  }
+  put_all (s, rets);
+  return r;
 }
 
 /* Remove NEW from d, on a new connection if its own is out of step
@@ -440,6 +520,19 @@ undo_new (struct set *s, struct disk *d)
   free (error);
   if (fd >= 0 && fd != d->fd)
     close (fd);
+}
+
+void
+cut_forget (struct set *s)
+{
+  size_t i;
+
+  copy_signals_firm (true);
+  for (i = 0; i < s->n; ++i) {
+    s->disks[i].added = true;
+    undo_new (s, &s->disks[i]);
+  }
+  copy_signals_firm (false);
 }
 
 void

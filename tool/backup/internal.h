@@ -19,6 +19,8 @@
  *                    disk is copied (full, incremental, resync)
  * backup/copies.c    the disks copied in parallel, one thread each
  * backup/report.c    the summary, and the manifest
+ * backup/points.c    a backup into a repository (--repo): each disk's
+ *                    image made and served, the point's record
  *
  * Everything here runs on the main thread but copies.c's threads,
  * which each own one disk's copy_options and copy_result while they
@@ -43,9 +45,11 @@
 #define BACKUP_DEFAULT_FREEZE_TIMEOUT 10.0      /* what Windows VSS allows */
 #define BACKUP_UNDO_SECONDS 10                  /* for each undo request */
 
+
 enum copy_mode { MODE_FULL, MODE_INCREMENTAL, MODE_RESYNC };
 
 struct sums;
+struct points;
 
 /* One disk of the set. */
 struct disk {
@@ -129,6 +133,10 @@ struct set {
 
   bool interrupted;             /* SIGINT or SIGTERM */
   char *error;                  /* the first error of the set */
+
+  /* A backup into a repository (backup/points.c), or NULL. */
+  struct points *points;
+  bool sums_required;           /* every disk must get its checksums */
 };
 
 /* Seconds on the monotonic clock, and on the wall clock. */
@@ -144,10 +152,11 @@ extern void disk_fail (struct disk *d, const char *fs, ...)
 /* backup/set.c */
 
 /* Parse one --disk value (control=...,source=...,target=...[,name=]
- * [,scratch=]; ",," is a literal comma) into d.  -1 with a malloced
- * message in *error.
+ * [,scratch=]; ",," is a literal comma; no target= in a repository)
+ * into d.  -1 with a malloced message in *error.
  */
-extern int disk_parse (const char *spec, struct disk *d, char **error);
+extern int disk_parse (const char *spec, bool repo, struct disk *d,
+                       char **error);
 /* d->view_uri, d->scratch made absolute, d->o from the template. */
 extern int disk_prepare (struct disk *d, const char *view,
                          const char *default_scratch,
@@ -197,6 +206,18 @@ extern int cut_make (struct set *s);
 extern int cut_views_ok (struct set *s);
 /* End every view; then with --remove-incremental remove B where it is. */
 extern int cut_end (struct set *s);
+/* Remove B where it is (what cut_end does with --remove-incremental);
+ * a failure is said, and is not the backup's.
+ */
+extern void cut_remove_base (struct set *s);
+/* Before cut_check: the bitmaps of names (what backups that did not
+ * complete left) removed from every disk where they are, said.
+ */
+extern int cut_remove_stale (struct set *s, char *const *names, size_t n);
+/* After cut_end, when the backup fails after all: NEW removed from
+ * every disk, so that each stays at B.
+ */
+extern void cut_forget (struct set *s);
 /* After a failure: every server resumed, every view ended, NEW
  * removed where this run added it, the guest thawed.
  */
@@ -279,6 +300,7 @@ extern void checksums_free (struct disk *d);
 extern char *checksums_path (const struct set *s, const struct disk *d,
                              const char *checkpoint);
 
+
 /* backup/copies.c: every disk's view copied to its target, one thread
  * per disk; the first failure stops the others.
  */
@@ -295,5 +317,34 @@ extern int report_manifest (const struct set *s, bool ok,
  * FILE.tmp created, FILE replaced).  -1 with a malloced *error.
  */
 extern int report_manifest_ready (const char *path, char **error);
+/* A wall-clock time as the manifest writes it: UTC,
+ * 2026-12-05T21:40:00.123456Z.
+ */
+extern void report_time (double t, char *buf, size_t n);
+/* "full", "incremental", "resync". */
+extern const char *backup_mode_name (enum copy_mode m);
+
+/* backup/points.c: a backup into a repository (--repo). */
+
+/* Before the servers: DIR open and locked, leftovers removed, the base
+ * (the newest point) chosen as B, each disk's target a socket.
+ */
+extern int points_open (struct set *s, const char *dir);
+/* Before cut_check: the leftovers' bitmaps removed from the servers. */
+extern int points_servers (struct set *s);
+/* After the cut and checksums_prepare (each disk's size and chunk
+ * known): each disk's image created and served.
+ */
+extern int points_images (struct set *s);
+/* After cut_end and checksums_publish: the servers of the images
+ * stopped, the images synced, the point's record written; then B
+ * removed from the disks.  -1: no point (cut_forget, points_undo).
+ */
+extern int points_commit (struct set *s);
+/* After a failure: the servers stopped, NEW's files removed. */
+extern void points_undo (struct set *s);
+/* Before the summary: each disk's target named by its image. */
+extern void points_report (struct set *s);
+extern void points_close (struct set *s);
 
 #endif /* DIRTYBITMAP_BACKUP_INTERNAL_H */

@@ -48,8 +48,8 @@ string_or_null (const char *s)
   return s ? json_object_new_string (s) : NULL;
 }
 
-static const char *
-mode_name (enum copy_mode m)
+const char *
+backup_mode_name (enum copy_mode m)
 {
   return m == MODE_FULL ? "full" : m == MODE_RESYNC ? "resync"
     : "incremental";
@@ -60,7 +60,7 @@ static void
 add_mode (json_object *o, const struct disk *d)
 {
   json_object_object_add (o, "mode", json_object_new_string (
-                            mode_name (d->mode)));
+                            backup_mode_name (d->mode)));
   json_object_object_add (o, "checksums", d->sums_written
                           ? json_object_new_string (d->sums_path) : NULL);
 }
@@ -150,9 +150,8 @@ report_summary (FILE *fp, const struct set *s, bool ok, bool json)
   fprintf (fp, "\n");
 }
 
-/* 2026-12-05T21:40:00.123456Z */
-static void
-format_time (double t, char *buf, size_t n)
+void
+report_time (double t, char *buf, size_t n)
 {
   time_t secs = (time_t) t;
   struct tm tm;
@@ -180,7 +179,7 @@ manifest_json (const struct set *s, bool ok)
                           json_object_new_string (s->checkpoint));
   json_object_object_add (m, "base", string_or_null (s->incremental));
   if (s->cut_made) {
-    format_time (s->cut_wall, when, sizeof when);
+    report_time (s->cut_wall, when, sizeof when);
     json_object_object_add (cut, "time", json_object_new_string (when));
   }
   else

@@ -90,7 +90,7 @@ next_token (const char **p, char stop)
 }
 
 int
-disk_parse (const char *spec, struct disk *d, char **error)
+disk_parse (const char *spec, bool repo, struct disk *d, char **error)
 {
   static const char *const keys[] = {
     "control", "source", "target", "name", "scratch",
@@ -137,9 +137,11 @@ disk_parse (const char *spec, struct disk *d, char **error)
     free (key);
   }
   for (i = 0; i < 3; ++i)
-    if (*fields[i] == NULL) {
-      if (asprintf (error, "--disk %s: %s=... is required", spec,
-                    keys[i]) == -1)
+    if ((*fields[i] == NULL) != (repo && i == 2)) {
+      if (asprintf (error, *fields[i] == NULL
+                    ? "--disk %s: %s=... is required"
+                    : "--disk %s: no %s= with --repo: the repository holds "
+                    "the disk's points", spec, keys[i]) == -1)
         *error = NULL;
       return -1;
     }

@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# repo-lib.sh: what the tests of the backup repository (dirtybitmap
+# backup --repo, list, restore, serve) share, sourced after
+# functions.sh and machine-lib.sh.  The repository is $PWD/R.
+repo="$PWD/R"
+
+# rbackup NEW DISK... [-- ARGS...]: a backup of the disks DISK (served
+# by start_disk) into the repository as point NEW, ARGS added; bounded
+# (see machine-lib.sh's backup).
+rbackup ()
+{
+    local new=$1 args=() n
+    shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+        args+=(--disk "control=$PWD/$1.ctl,source=$(uri "$1"),name=$1")
+        shift
+    done
+    [ "$1" != -- ] || shift
+    backup --repo "$repo" --checkpoint "$new" "${args[@]}" "$@"
+}
+
+# stored IMAGE: the bytes qemu-img map says IMAGE itself holds (its
+# extents at depth 0 that are present: data, or zeroes recorded).
+stored ()
+{
+    qemu-img map -f qcow2 --output=json "$1" | python3 -c '
+import json, sys
+print(sum(e["length"] for e in json.load(sys.stdin)
+          if e["depth"] == 0 and e["present"]))'
+}
+
+# snapshot NAME POINT: copy the disk NAME.img as it is now to
+# NAME.POINT (with nothing writing it: what a restore of POINT must
+# give back).
+snapshot ()
+{
+    cp "$1.img" "$1.$2"
+}
+
+# restored POINT DISK TARGET [FILE]: restore the disk DISK of point
+# POINT to TARGET (a new file), which must then equal FILE.POINT
+# (FILE: DISK by default) byte for byte.
+restored ()
+{
+    rm -f "$3"
+    dirtybitmap restore "$repo@$1" --disk "$2=$3" > restore.out
+    cat restore.out
+    grep -F "verified: all " restore.out
+    cmp "${4:-$2}.$1" "$3"
+}
+
+# zero_write URI OFFSET LENGTH: a write-zeroes through the filter.
+zero_write ()
+{
+    nbdsh -u "$1" -c "h.zero($3, $2)"
+}

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* repo.h: the backup repository (dirtybitmap backup --repo DIR), the
+ * one owner of its layout: nothing else builds a path inside DIR.
+ *
+ *   DIR/repository.json         {"format": 1}: DIR is a repository
+ *   DIR/lock                    flock(2): exclusive for a writer
+ *                               (backup), shared for readers (list,
+ *                               restore, serve); never waited for
+ *   DIR/points/POINT.json       a complete point (struct repo_point),
+ *                               written atomically and last: a point
+ *                               exists iff its record does
+ *   DIR/disks/NAME/POINT.qcow2  the disk NAME at POINT: qcow2, its
+ *                               cluster the checksum chunk; backing
+ *                               file "BASE.qcow2" (relative, same
+ *                               directory, format qcow2) unless it is
+ *                               the first image of its chain
+ *   DIR/sums/NAME.POINT.sums    its checksums (sums.h)
+ *
+ * Anything in DIR that belongs to a point without a record is what a
+ * backup that did not complete left: the next writer removes it
+ * (repo_clean).  A point's record names its files exactly as above,
+ * and is refused if it names any other (a record cannot point outside
+ * DIR).  Functions here print nothing: errors are values.
+ */
+
+#ifndef DIRTYBITMAP_REPO_H
+#define DIRTYBITMAP_REPO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#include "error.h"
+
+#define REPO_FORMAT 1
+#define REPO_MAX_NAME 200       /* bytes of a point's or a disk's name */
+
+struct repo {
+  char *dir;                    /* as given */
+  int lock_fd;
+  bool writer;
+};
+
+/* One disk of a point (paths relative to DIR). */
+struct repo_disk {
+  char *name;
+  uint64_t size;                /* bytes */
+  uint64_t chunk;               /* the checksum chunk, the cluster size */
+  char *image;                  /* disks/NAME/POINT.qcow2 */
+  char *sums;                   /* sums/NAME.POINT.sums */
+  char *mode;                   /* "full", "incremental" or "resync" */
+  uint64_t stored;              /* bytes allocated in the image itself */
+};
+
+struct repo_point {
+  char *name;
+  char *time;                   /* the cut, UTC: 2026-12-06T05:00:00.123456Z */
+  char *base;                   /* the point its images build on, or NULL */
+  struct repo_disk *disks;
+  size_t n;
+  bool verified;                /* a verification is recorded: */
+  char *verified_time;
+  bool verified_ok;
+};
+
+struct repo_points {
+  struct repo_point *p;         /* oldest first: by time, then name */
+  size_t n;
+};
+
+/* Open DIR.  A reader needs a repository; a writer makes one of a
+ * missing or empty directory (DIR itself mode 0700).  Then the lock,
+ * without waiting: errnum EBUSY when another dirtybitmap holds it.
+ * -1 with err.
+ */
+extern int repo_open (const char *dir, bool writer, struct repo *r,
+                      struct bmerr *err);
+extern void repo_close (struct repo *r);
+
+/* "DIR" or "DIR@POINT" (a point's name has no '@'; the whole of arg
+ * is DIR unless what comes before its last '@' is a directory):
+ * *dir and *point (NULL: none) malloced.  -1 on ENOMEM.
+ */
+extern int repo_parse_spec (const char *arg, char **dir, char **point);
+
+/* Is name a point's (1 to REPO_MAX_NAME of A-Z a-z 0-9 . _ + : -, not
+ * first . or -) or a disk's (the same without .)?  -1 with err saying
+ * why, naming what.
+ */
+extern int repo_check_point_name (const char *name, struct bmerr *err);
+extern int repo_check_disk_name (const char *name, struct bmerr *err);
+
+/* Every point, oldest first.  A record that cannot be read or is
+ * damaged is an error naming it.  -1 with err.
+ */
+extern int repo_load (const struct repo *r, struct repo_points *out,
+                      struct bmerr *err);
+/* The point name, or, if name is NULL, the newest.  errnum ENOENT if
+ * there is no such point (the message lists those there are).
+ */
+extern int repo_choose (const struct repo *r, const char *name,
+                        struct repo_point *out, struct bmerr *err);
+extern const struct repo_disk *repo_point_disk (const struct repo_point *p,
+                                                const char *disk);
+extern void repo_point_free (struct repo_point *p);
+extern void repo_points_free (struct repo_points *ps);
+
+/* Paths, malloced (NULL on ENOMEM).  repo_path: DIR/rel. */
+extern char *repo_path (const struct repo *r, const char *rel);
+extern char *repo_image_rel (const char *disk, const char *point);
+extern char *repo_sums_rel (const char *disk, const char *point);
+/* DIR/sums, where backup keeps the checksums (--sums-dir). */
+extern char *repo_sums_dir (const struct repo *r);
+
+/* For a writer only. */
+
+/* Remove what backups that did not complete left: the files of every
+ * point without a record.  Their names go to *names (malloced, *n of
+ * them; free with repo_names_free), for the caller to say.  -1 with
+ * err.
+ */
+extern int repo_clean (const struct repo *r, char ***names, size_t *n,
+                       struct bmerr *err);
+extern void repo_names_free (char **names, size_t n);
+
+/* Create the image of disk at point: size bytes, clusters of cluster
+ * bytes, backed by the same disk's image at base (NULL: none).  It
+ * must not exist.  -1 with err (qemu-img's words).
+ */
+extern int repo_image_create (const struct repo *r, const char *disk,
+                              const char *point, const char *base,
+                              uint64_t size, uint64_t cluster,
+                              struct bmerr *err);
+
+/* Once written: the image and its directory made durable, and the
+ * bytes allocated in the image itself (not its backing chain) counted.
+ */
+extern int repo_image_done (const struct repo *r, const char *disk,
+                            const char *point, uint64_t *stored,
+                            struct bmerr *err);
+
+/* Remove the images and checksums of point (which has no record): a
+ * backup that failed.  Best effort.
+ */
+extern void repo_discard (const struct repo *r, const char *point);
+
+/* Write p's record, atomically (tmp, fsync, rename, fsync the
+ * directory): from here on the point exists.  -1 with err.
+ */
+extern int repo_point_write (const struct repo *r,
+                             const struct repo_point *p, struct bmerr *err);
+
+#endif /* DIRTYBITMAP_REPO_H */
