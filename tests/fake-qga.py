@@ -15,16 +15,23 @@
 #       also while an answer is held), and {"event": "freeze" or
 #       "thaw", "t": NS, "servers": [{"ctl", "paused", "view"}...],
 #       "targets": {FILE: md5 or null}} just before answering a freeze
-#       or a thaw (CLOCK_MONOTONIC nanoseconds).  Requests are answered
-#       in order, one at a time for all connections, as qemu-guest-agent
-#       does.  --hang-freeze: a freeze is never answered (what comes
-#       after it is, as if its answer was lost).  --hold-freeze: a
-#       freeze is answered once FIFO was opened for writing and closed
-#       by the test, and until then no request on any connection is
-#       (the agent is busy freezing).
+#       or a thaw (CLOCK_MONOTONIC nanoseconds).  As qemu's chardev
+#       and a single-threaded qemu-guest-agent behind it: one client
+#       at a time (the next is accepted once the last has gone), and
+#       its requests run in order, one at a time, each to its end, also
+#       those still queued when their client has gone (their answers
+#       are lost).  --hang-freeze: a freeze is never answered (what
+#       comes after it is, as if its answer was lost).  --hold-freeze:
+#       a freeze ends once FIFO was opened for writing and closed by
+#       the test, and until then no request runs (the agent is busy
+#       freezing).
 #   fake-qga.py probe LOG EVENT [--ctl CTL]... [--target FILE]...
 #       Record one EVENT ("freeze" or "thaw") as above, and exit: a
 #       --freeze-command or --thaw-command that does what the agent does.
+#   fake-qga.py status SOCKET
+#       Print what the agent says of the guest ("frozen" or "thawed"),
+#       asked as the next client: after everything its earlier clients
+#       sent has run.
 import hashlib
 import json
 import os
@@ -35,8 +42,6 @@ import threading
 import time
 
 lock = threading.Lock()          # the log
-busy = threading.Lock()          # the agent, answering one request
-
 
 def record(log, obj):
     obj["t"] = time.monotonic_ns()
@@ -93,7 +98,10 @@ def requests(conn):
 
 
 def serve_conn(conn, log, opts):
+    """Run the requests of conn in order, to the last one sent before
+    it closed."""
     q = queue.Queue()
+    gone = False
 
     def reader():
         try:
@@ -110,9 +118,8 @@ def serve_conn(conn, log, opts):
         req = q.get()
         if req is None:
             break
-        with busy:
-            if not answer(conn, req, log, opts):
-                break
+        if not answer(conn if not gone else None, req, log, opts):
+            gone = True
     conn.close()
 
 
@@ -120,7 +127,8 @@ frozen = False                   # the guest, as the agent says
 
 
 def answer(conn, req, log, opts):
-    """Answer req on conn; False if conn is gone."""
+    """Run req, and answer it on conn (None: gone); False if conn is
+    gone."""
     global frozen
     cmd = req.get("execute")
     args = req.get("arguments") or {}
@@ -156,6 +164,8 @@ def answer(conn, req, log, opts):
         reply = {"return": ret}
     if "id" in req:
         reply["id"] = req["id"]
+    if conn is None:
+        return False
     try:
         conn.sendall(prefix + json.dumps(reply).encode() + b"\n")
     except OSError:
@@ -194,13 +204,29 @@ def serve(path, log, opts):
     open(path + ".ready", "w").close()
     while True:
         conn, _ = s.accept()
-        threading.Thread(target=serve_conn, args=(conn, log, opts),
-                         daemon=True).start()
+        serve_conn(conn, log, opts)
+
+
+def status(path):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(30)
+    s.connect(path)
+    s.sendall(b'\xff{"execute": "guest-fsfreeze-status"}\n')
+    f = s.makefile("rb")
+    while True:
+        line = f.readline().replace(b"\xff", b"")
+        if not line:
+            sys.exit("fake-qga.py: status: the agent did not answer")
+        if line.strip():
+            print(json.loads(line)["return"])
+            return
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(sys.argv[2], sys.argv[3], parse_opts(sys.argv[4:]))
+    elif sys.argv[1] == "status":
+        status(sys.argv[2])
     elif sys.argv[1] == "probe":
         o = parse_opts(sys.argv[4:])
         probe(sys.argv[2], sys.argv[3], o["ctls"], o["targets"])

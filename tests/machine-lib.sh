@@ -9,6 +9,7 @@
 disk_verbose=-v
 
 moracle="$abs_top_srcdir/tests/machine-oracle.py"
+qga="$abs_top_srcdir/tests/fake-qga.py"
 
 # start_disk NAME SIZE [PARAMETER=VALUE...]: create NAME.img of SIZE
 # (zeroes) unless it exists, and serve it, with the filter's
@@ -202,5 +203,29 @@ wait_target_busy ()
         sleep 0.01
     done
     echo "$0: the slow target $1 held no write in 30 s"
+    exit 1
+}
+
+# agent [OPTIONS]: (re)start the fake guest agent (fake-qga.py serve)
+# on qga.sock, logging to qga.log (emptied), with OPTIONS and the
+# array probe_args (--ctl, --target) if set.
+agent_pid=
+agent ()
+{
+    if [ -n "$agent_pid" ]; then
+        kill $agent_pid
+        wait $agent_pid || :
+    fi
+    rm -f qga.sock.ready
+    : > qga.log
+    python3 "$qga" serve "$PWD/qga.sock" "$PWD/qga.log" "$@" \
+            ${probe_args+"${probe_args[@]}"} &
+    agent_pid=$!
+    cleanup_fn kill_nbdkit $agent_pid
+    for (( i = 0; i < 100; ++i )); do
+        [ -e qga.sock.ready ] && return 0
+        sleep 0.1
+    done
+    echo "$0: the fake agent did not start"
     exit 1
 }

@@ -9,8 +9,12 @@
 #       a disk of IMAGE's size, at CHECKPOINT, of SOURCE, with chunks
 #       of 64K (the bitmaps' default granule), and each digest is the XXH3-128
 #       of that chunk of IMAGE (a raw file) as Python's xxhash computes
-#       it; and so for each group of four arguments.  Prints what is
-#       wrong (each chunk that differs); exits 1 on any problem.
+#       it; and so for each group of four arguments.  Its image record
+#       (version 2) must be sound: a known format, and where it says
+#       the target held the image, an absolute path to a file whose
+#       device, inode, size and modification time are the recorded
+#       ones now.  Prints what is wrong (each chunk that differs);
+#       exits 1 on any problem.
 #   sums.py chunk CHUNK SUMS
 #       Rewrite SUMS in place as a sound file (both CRCs valid) that
 #       claims chunks of CHUNK bytes: the chunk count follows, the
@@ -19,6 +23,7 @@
 #       Invert the byte at OFFSET of FILE.
 # (The file comes last, for tests that append it to a command.)
 
+import os
 import struct
 import sys
 import time
@@ -35,7 +40,12 @@ FIELDS = {
     "chunk": (24, "<Q"), "chunks": (32, "<Q"), "hash": (40, "<I"),
     "digests_crc": (44, "<I"), "written": (48, "<Q"), "zero": (56, "<I"),
     "header_crc": (60, "<I"),
+    # The image record (version 2).
+    "format": (3136, "<I"), "flags": (3140, "<I"), "dev": (3144, "<Q"),
+    "ino": (3152, "<Q"), "size": (3160, "<Q"), "mtime_ns": (3168, "<q"),
 }
+TARGET = 3176
+TARGET_MAX = 912
 
 
 def crc32c(data):
@@ -97,7 +107,7 @@ def check(path, image, checkpoint, source, chunk=65536):
         print("%s: not a checksum file" % path)
         return False
     n = (len(data) + chunk - 1) // chunk
-    want("version", get(buf, "version"), 1)
+    want("version", get(buf, "version"), 2)
     want("header size", get(buf, "header_size"), HEADER)
     want("disk size", get(buf, "disk_size"), len(data))
     want("chunk size", get(buf, "chunk"), chunk)
@@ -109,6 +119,7 @@ def check(path, image, checkpoint, source, chunk=65536):
     want("digests CRC", get(buf, "digests_crc"), crc32c(buf[HEADER:]))
     want("checkpoint", string(buf, 64, 1024), checkpoint)
     want("source", string(buf, 1088, 2048), source)
+    problems += check_record(buf)
     written = get(buf, "written")
     if not time.time() - 3600 < written <= time.time() + 1:
         problems.append("written at %d, not within the last hour" % written)
@@ -124,6 +135,30 @@ def check(path, image, checkpoint, source, chunk=65536):
         print("%s: %d chunks of %d bytes, all equal to the hashes of %s"
               % (path, n, chunk, image))
     return not problems
+
+
+def check_record(buf):
+    """What is wrong with the image record of a set (version 2)."""
+    problems = []
+    target = string(buf, TARGET, TARGET_MAX)
+    if get(buf, "format") not in (0, 1, 2):
+        problems.append("format %d unknown" % get(buf, "format"))
+    if get(buf, "flags") & ~1:
+        problems.append("flags %#x unknown" % get(buf, "flags"))
+    if not get(buf, "flags") & 1:
+        return problems
+    if not target.startswith("/"):
+        return problems + ["held, but the target %r is not a path" % target]
+    try:
+        st = os.stat(target)
+    except OSError as e:
+        return problems + ["held, but the target %s: %s" % (target, e)]
+    now = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    rec = tuple(get(buf, f) for f in ("dev", "ino", "size", "mtime_ns"))
+    if now != rec:
+        problems.append("held, but %s is %r now, recorded %r"
+                        % (target, now, rec))
+    return problems
 
 
 def rechunk(path, chunk):

@@ -30,7 +30,6 @@ requires_dirtybitmap_filter
 requires python3 -c 'import nbd'
 source "$abs_top_srcdir/tests/machine-lib.sh"
 
-qga="$abs_top_srcdir/tests/fake-qga.py"
 disks="a b"
 mkfifo freeze.reached freeze.release hold.fifo
 start_disk a 8M
@@ -39,29 +38,6 @@ write_some 1 $disks
 probe_args=(--ctl "$PWD/a.ctl" --ctl "$PWD/b.ctl"
             --target "$PWD/a.bak" --target "$PWD/b.bak")
 args=(--disk "$(disk a "$PWD/a.bak")" --disk "$(disk b "$PWD/b.bak")")
-
-# agent [OPTIONS]: (re)start the fake agent on qga.sock, logging to
-# qga.log (emptied).
-agent_pid=
-agent ()
-{
-    if [ -n "$agent_pid" ]; then
-        kill $agent_pid
-        wait $agent_pid || :
-    fi
-    rm -f qga.sock.ready
-    : > qga.log
-    python3 "$qga" serve "$PWD/qga.sock" "$PWD/qga.log" "$@" \
-            "${probe_args[@]}" &
-    agent_pid=$!
-    cleanup_fn kill_nbdkit $agent_pid
-    for (( i = 0; i < 100; ++i )); do
-        [ -e qga.sock.ready ] && return 0
-        sleep 0.1
-    done
-    echo "$0: the fake agent did not start"
-    exit 1
-}
 
 # counts: how many times each server has paused and resumed (logs).
 counts ()
@@ -190,10 +166,10 @@ diff before.counts after.counts
 unchanged
 
 # 3. SIGTERM while the agent holds its answer to the freeze: the
-# freeze is given up, the thaw goes on a new connection, whose
-# guest-sync-delimited the agent, busy freezing, does not answer yet;
-# then a second SIGTERM, before the thaw could be sent, which must not
-# end the backup; then the agent is let go, and must get the thaw.
+# freeze is given up, and the thaw sent at once behind it, on its
+# connection (the agent, busy freezing, runs it after the freeze);
+# then a second SIGTERM, while the thaw awaits its answer, which must
+# not end the backup; then the agent is let go, and must run the thaw.
 agent --hold-freeze "$PWD/hold.fifo"
 before
 timeout --foreground -k 5 60 dirtybitmap backup "${args[@]}" \
@@ -202,21 +178,17 @@ timeout --foreground -k 5 60 dirtybitmap backup "${args[@]}" \
 job=$!
 wait_for_log qga.log '"execute": "guest-fsfreeze-freeze"'
 kill -TERM $job
-for (( i = 0; i < 100; ++i )); do
-    [ "$(grep -c '"execute": "guest-sync-delimited"' qga.log)" -ge 2 ] && break
-    sleep 0.1
-done
-test "$(grep -c '"execute": "guest-sync-delimited"' qga.log)" -ge 2
+wait_for_log qga.log '"execute": "guest-fsfreeze-thaw"'
 kill -TERM $job
 release_hold () { exec 3<> hold.fifo; exec 3>&-; }
 release_hold
-wait_for_log qga.log '"execute": "guest-fsfreeze-thaw"'
 r=0
 wait $job || r=$?
 cat qga.log term1.out term1.err
 test $r = 1
 incomplete term1.err
 thawed qga.log
+test "$(python3 "$qga" status "$PWD/qga.sock")" = thawed
 counts > after.counts
 diff before.counts after.counts
 unchanged

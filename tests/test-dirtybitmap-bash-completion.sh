@@ -62,6 +62,14 @@ done
 [ "$(offers 'dirtybitmap bitmap --m')" = --merge ]
 [ "$(offers 'dirtybitmap resize --s')" = --shrink ]
 [ "$(offers 'dirtybitmap info --output=')" = "$(printf 'human\njson')" ]
+offers 'dirtybitmap verify --' > verify-options
+expect verify-options <<'EOF'
+--format
+--output=
+--progress
+EOF
+[ "$(offers 'dirtybitmap verify -f ')" = "$(printf 'qcow2\nraw')" ]
+[ "$(offers 'dirtybitmap verify --format r')" = raw ]
 
 # Bitmap names, from a bitmap file made by the tool.
 truncate -s 1M disk.img

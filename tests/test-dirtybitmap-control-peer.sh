@@ -3,7 +3,10 @@
 # Only the server's user (or root) may control it: a peer with another
 # uid, even one that could reach the socket (here it is made
 # world-writable on purpose), gets an error reply and the connection
-# closes; what it sent is never run.  Run as root, as "nobody".
+# closes; what it sent is never run.  Run as root, as "nobody".  The
+# socket and the peer's script are in a directory of their own under
+# /tmp, which nobody can reach wherever the build tree is (a private
+# home, a mktemp -d of mode 0700).
 source ./functions.sh
 set -e
 set -x
@@ -12,9 +15,18 @@ requires test "$(id -u)" = 0
 requires setpriv --version
 requires setpriv --reuid=nobody --regid=nogroup --clear-groups true
 
-chmod 755 .
+# (Created before the server, removed after it is stopped below.)
+peer=$(mktemp -d /tmp/dirtybitmap-peer.XXXXXX)
+cleanup_fn rm -rf "$peer"
+chmod 755 "$peer"
+if ! setpriv --reuid=nobody --regid=nogroup --clear-groups test -x "$peer"
+then
+    echo "$0: SKIP: nobody cannot reach $peer (is /tmp private?)"
+    exit 77
+fi
+
 truncate -s 1M disk.img
-ctl="$PWD/ctl.sock"
+ctl="$peer/ctl.sock"
 control="$abs_top_srcdir/tests/control.py"
 start_nbdkit_child -P "$PWD/pid" -U "$PWD/nbd.sock" --filter="$FILTER" \
                    file disk.img bitmap=b0 action=add control="$ctl" \
@@ -23,7 +35,7 @@ test "$(stat -c %a "$ctl")" = 600
 chmod 666 "$ctl"
 python3 "$control" query "$ctl" > before
 
-cat > peer.py <<'EOF2'
+cat > "$peer/peer.py" <<'EOF2'
 import json, socket, sys
 def refused(send):
     s = socket.socket(socket.AF_UNIX)
@@ -55,11 +67,14 @@ refused(b'{"execute": "transaction", "arguments": {"actions": '
         b'[{"action": "add", "bitmap": "intruder"}]}}\n'
         b'{"execute": "pause"}\n')
 EOF2
-setpriv --reuid=nobody --regid=nogroup --clear-groups \
-        python3 peer.py "$ctl"
+(cd "$peer" &&
+     setpriv --reuid=nobody --regid=nogroup --clear-groups \
+             python3 peer.py "$ctl")
 
 # Nothing changed, nothing is paused, and the server said who it was.
 python3 "$control" query "$ctl" > after
 diff -u before after
 grep -Fx "paused false" after
-grep -F "dirtybitmap: control: a client with uid 65534 refused" nbdkit.err
+kill_nbdkit "$nbdkit_pid"
+grep -F "dirtybitmap: control: a client with uid $(id -u nobody) refused" \
+     nbdkit.err

@@ -8,7 +8,8 @@
 # from the chain at that point (its header as tool/sums.h says, each
 # digest the XXH3-128 of Python's xxhash over qemu-img's raw copy),
 # and that image is the disk as it was; dirtybitmap verify of each
-# link (the qcow2 file itself, read with its backing chain) exits 0.
+# link (the qcow2 file itself, read with -f qcow2 with its backing
+# chain) exits 0.
 # Against a later link's checksums it lists the chunks changed since,
 # as ranges; a byte flipped in a copy of a link (raw, then qcow2) is
 # reported as that chunk's range exactly, in text and in JSON, and
@@ -52,7 +53,7 @@ outside vda 64
 serve vda
 overlay inc3.qcow2 inc2.qcow2 qcow2
 backup vda c4.json "$target" --incremental c3 --checkpoint c4
-grep -F "dirtybitmap: backup: disk vda: bitmap c3 is inconsistent: a resync (the whole disk read, only what differs from $PWD/vda.c3.sums written)" \
+grep -F "dirtybitmap: backup: disk vda: bitmap c3 is inconsistent: a resync (the whole disk read, only what differs from what $target holds written, as nothing shows that it holds the image of $PWD/vda.c3.sums)" \
      c4.json.err
 report c4.json mode=resync written=$((chunk + 12800)) bytes-read=$size \
        bytes-unchanged=$((size - chunk - 12800)) checksums="$PWD/vda.c4.sums"
@@ -72,8 +73,9 @@ python3 "$sums_py" check \
 # verify: each link against its own checksums, and the disk itself
 # (an NBD URI) against those of the last.
 links=(- base.img inc1.qcow2 inc2.qcow2 inc3.qcow2)
+formats=(- raw qcow2 qcow2 qcow2)
 for k in 1 2 3 4; do
-    dirtybitmap verify ${links[k]} vda.c$k.sums > verify$k.out
+    dirtybitmap verify -f ${formats[k]} ${links[k]} vda.c$k.sums > verify$k.out
     expect verify$k.out <<EOF
 ${links[k]}: all 65 chunks match the checksums of c$k
 EOF
@@ -83,18 +85,20 @@ expect verify-uri.out <<EOF
 $uri: all 65 chunks match the checksums of c4
 EOF
 
-# differs IMAGE SUMS: verify IMAGE against SUMS, which must exit 1 and
-# print what follows on standard input (the text; --output=json is
-# checked by the caller from IMAGE.json).
+# differs IMAGE SUMS: verify IMAGE against SUMS (a qcow2 IMAGE, named
+# *.qcow2, with -f qcow2), which must exit 1 and print what follows on
+# standard input (the text; --output=json is checked by the caller
+# from IMAGE.json).
 differs ()
 {
-    local r=0
-    dirtybitmap verify "$1" "$2" > "$1.out" || r=$?
+    local r=0 f=raw
+    case "$1" in *.qcow2) f=qcow2 ;; esac
+    dirtybitmap verify -f $f "$1" "$2" > "$1.out" || r=$?
     cat "$1.out"
     test $r = 1
     expect "$1.out"
     r=0
-    dirtybitmap verify --output=json "$1" "$2" > "$1.json" || r=$?
+    dirtybitmap verify --output=json --format=$f "$1" "$2" > "$1.json" || r=$?
     cat "$1.json"
     test $r = 1
 }

@@ -4,6 +4,8 @@
  * command line and runs the steps; backup/ holds them (see
  * backup/internal.h):
  *
+ *   read the command line: no two disks in one place, the manifest's
+ *   place writable
  *   connect to every disk's control socket
  *   check (B on every disk, no view open, leftovers of a killed run)
  *   the cut: freeze the guest, pause all, begin all, resume all, thaw
@@ -193,16 +195,76 @@ struct options {
   int json;
 };
 
-/* The options and arguments, into s and opts: 0, or the exit status
- * (the problem said).
+enum { CONTROL = 256, INCREMENTAL, CHECKPOINT, REMOVE, NAME, SCRATCH,
+       OUTPUT, REQUESTS, CONNECTIONS, REQUEST_SIZE, DISK, AGENT,
+       FREEZE_COMMAND, THAW_COMMAND, FREEZE_TIMEOUT, CUT_TIMEOUT,
+       MANIFEST, SUMS_DIR };
+
+/* What the options of copy's do for each disk's copy. */
+static int
+parse_copy_option (int opt, struct copy_options *o)
+{
+  int64_t v;
+
+  switch (opt) {
+  case 'p': o->progress = true; return 0;
+  case REQUESTS:
+    return parse_count ("--requests", optarg, COPY_MAX_REQUESTS,
+                        &o->requests) == -1 ? EXIT_FAILURE : 0;
+  case CONNECTIONS:
+    return parse_count ("--connections", optarg, COPY_MAX_CONNECTIONS,
+                        &o->connections) == -1 ? EXIT_FAILURE : 0;
+  case REQUEST_SIZE:
+    v = parse_size (optarg);
+    if (v < COPY_MIN_REQUEST_SIZE || v > COPY_MAX_REQUEST_SIZE ||
+        !is_power_of_2 (v))
+      return bad_usage ("backup ", "--request-size %s: must be a power "
+                        "of 2 from 512 to 32M", optarg);
+    o->request_size = v;
+    return 0;
+  default:
+    return try_help ("backup ");
+  }
+}
+
+/* One option (optarg its value) into s and opts: 0, or the exit
+ * status (the problem said).
  */
 static int
-parse_backup (int argc, char *argv[], struct set *s, struct options *opts)
+parse_option (int opt, struct set *s, struct options *opts)
 {
-  enum { CONTROL = 256, INCREMENTAL, CHECKPOINT, REMOVE, NAME, SCRATCH,
-         OUTPUT, REQUESTS, CONNECTIONS, REQUEST_SIZE, DISK, AGENT,
-         FREEZE_COMMAND, THAW_COMMAND, FREEZE_TIMEOUT, CUT_TIMEOUT,
-         MANIFEST, SUMS_DIR };
+  switch (opt) {
+  case 'h': backup_usage (EXIT_SUCCESS);
+  case CONTROL: opts->control = optarg; return 0;
+  case DISK: return add_disk (s, optarg);
+  case INCREMENTAL: s->incremental = optarg; return 0;
+  case CHECKPOINT: s->checkpoint = optarg; return 0;
+  case REMOVE: s->remove_incremental = true; return 0;
+  case AGENT: s->agent = optarg; return 0;
+  case FREEZE_COMMAND: s->freeze_command = optarg; return 0;
+  case THAW_COMMAND: s->thaw_command = optarg; return 0;
+  case FREEZE_TIMEOUT:
+    return parse_seconds ("--freeze-timeout", optarg,
+                          &s->freeze_timeout) != 0 ? EXIT_FAILURE : 0;
+  case CUT_TIMEOUT:
+    return parse_seconds ("--cut-timeout", optarg,
+                          &s->cut_timeout) != 0 ? EXIT_FAILURE : 0;
+  case MANIFEST: opts->manifest = optarg; return 0;
+  case SUMS_DIR: s->sums_dir = optarg; return 0;
+  case NAME: s->view = optarg; return 0;
+  case SCRATCH: opts->scratch = optarg; return 0;
+  case OUTPUT:
+    return (opts->json = parse_output ("backup ", optarg)) == -1
+      ? EXIT_FAILURE : 0;
+  default:
+    return parse_copy_option (opt, &opts->o);
+  }
+}
+
+/* Every option, in order: 0, or the exit status. */
+static int
+parse_options (int argc, char *argv[], struct set *s, struct options *opts)
+{
   static const struct option long_options[] = {
     { "help", no_argument, NULL, 'h' },
     { "control", required_argument, NULL, CONTROL },
@@ -226,64 +288,19 @@ parse_backup (int argc, char *argv[], struct set *s, struct options *opts)
     { "request-size", required_argument, NULL, REQUEST_SIZE },
     { NULL }
   };
-  struct copy_options *o = &opts->o;
   int opt, r;
-  int64_t v;
 
-  while ((opt = getopt_long (argc, argv, "hp", long_options, NULL)) != -1) {
-    switch (opt) {
-    case 'h': backup_usage (EXIT_SUCCESS);
-    case 'p': o->progress = true; break;
-    case CONTROL: opts->control = optarg; break;
-    case DISK:
-      if ((r = add_disk (s, optarg)) != 0)
-        return r;
-      break;
-    case INCREMENTAL: s->incremental = optarg; break;
-    case CHECKPOINT: s->checkpoint = optarg; break;
-    case REMOVE: s->remove_incremental = true; break;
-    case AGENT: s->agent = optarg; break;
-    case FREEZE_COMMAND: s->freeze_command = optarg; break;
-    case THAW_COMMAND: s->thaw_command = optarg; break;
-    case FREEZE_TIMEOUT:
-      if (parse_seconds ("--freeze-timeout", optarg,
-                         &s->freeze_timeout) != 0)
-        return EXIT_FAILURE;
-      break;
-    case CUT_TIMEOUT:
-      if (parse_seconds ("--cut-timeout", optarg, &s->cut_timeout) != 0)
-        return EXIT_FAILURE;
-      break;
-    case MANIFEST: opts->manifest = optarg; break;
-    case SUMS_DIR: s->sums_dir = optarg; break;
-    case NAME: s->view = optarg; break;
-    case SCRATCH: opts->scratch = optarg; break;
-    case OUTPUT:
-      if ((opts->json = parse_output ("backup ", optarg)) == -1)
-        return EXIT_FAILURE;
-      break;
-    case REQUESTS:
-      if (parse_count ("--requests", optarg, COPY_MAX_REQUESTS,
-                       &o->requests) == -1)
-        return EXIT_FAILURE;
-      break;
-    case CONNECTIONS:
-      if (parse_count ("--connections", optarg, COPY_MAX_CONNECTIONS,
-                       &o->connections) == -1)
-        return EXIT_FAILURE;
-      break;
-    case REQUEST_SIZE:
-      v = parse_size (optarg);
-      if (v < COPY_MIN_REQUEST_SIZE || v > COPY_MAX_REQUEST_SIZE ||
-          !is_power_of_2 (v))
-        return bad_usage ("backup ", "--request-size %s: must be a power "
-                          "of 2 from 512 to 32M", optarg);
-      o->request_size = v;
-      break;
-    default:
-      return try_help ("backup ");
-    }
-  }
+  while ((opt = getopt_long (argc, argv, "hp", long_options, NULL)) != -1)
+    if ((r = parse_option (opt, s, opts)) != 0)
+      return r;
+  return 0;
+}
+
+/* The disks: the one-disk form's operands, or the --disk options. */
+static int
+parse_disks (int argc, char *argv[], struct set *s,
+             const struct options *opts)
+{
   if (opts->control) {
     if (s->n > 0)
       return bad_usage ("backup ", "--control and --disk: use one form "
@@ -291,15 +308,21 @@ parse_backup (int argc, char *argv[], struct set *s, struct options *opts)
                         "--disk)");
     if (optind != argc - 2)
       return bad_usage ("backup ", "expecting SOURCE_URI and TARGET");
-    if ((r = add_control_disk (s, opts->control, argv[optind],
-                               argv[optind + 1])) != 0)
-      return r;
+    return add_control_disk (s, opts->control, argv[optind],
+                             argv[optind + 1]);
   }
-  else if (s->n == 0)
+  if (s->n == 0)
     return bad_usage ("backup ", "--control SOCKET or --disk is required");
-  else if (optind != argc)
+  if (optind != argc)
     return bad_usage ("backup ", "%s: with --disk, the sources and targets "
                       "are in the --disk options", argv[optind]);
+  return 0;
+}
+
+/* What the options say together, and the freeze they choose. */
+static int
+check_options (struct set *s)
+{
   if (s->checkpoint == NULL)
     return bad_usage ("backup ", "--checkpoint NEW is required: the bitmap "
                       "the next incremental backup starts from");
@@ -316,6 +339,54 @@ parse_backup (int argc, char *argv[], struct set *s, struct options *opts)
                       "together: a freeze needs its thaw");
   s->freeze = s->agent ? FREEZE_AGENT
     : s->freeze_command ? FREEZE_COMMANDS : FREEZE_NONE;
+  return 0;
+}
+
+/* No two disks in one place (backup/places.c). */
+static int
+check_disks (const struct set *s)
+{
+  char *error;
+  int r;
+
+  if (set_check_disks (s, &error) == 0)
+    return 0;
+  r = bad_usage ("backup ", "%s", error ? error : strerror (ENOMEM));
+  free (error);
+  return r;
+}
+
+/* The manifest's place, before anything changes: a manifest that
+ * cannot be written is said now, while every disk is still at B.
+ */
+static int
+check_manifest (const struct options *opts)
+{
+  char *error;
+
+  if (opts->manifest == NULL ||
+      report_manifest_ready (opts->manifest, &error) == 0)
+    return 0;
+  fprintf (stderr, "%s: backup: %s\n", prog,
+           error ? error : strerror (ENOMEM));
+  free (error);
+  return EXIT_FAILURE;
+}
+
+/* The options and arguments, into s and opts: 0, or the exit status
+ * (the problem said).
+ */
+static int
+parse_backup (int argc, char *argv[], struct set *s, struct options *opts)
+{
+  int r;
+
+  if ((r = parse_options (argc, argv, s, opts)) != 0 ||
+      (r = parse_disks (argc, argv, s, opts)) != 0 ||
+      (r = check_options (s)) != 0 ||
+      (r = check_disks (s)) != 0 ||
+      (r = check_manifest (opts)) != 0)
+    return r;
   return 0;
 }
 
@@ -402,8 +473,10 @@ do_backup (int argc, char *argv[])
   if (servers_connect (&s) == 0 && cut_check (&s) == 0 &&
       cut_make (&s) == 0 && prepare_checksums (&s) == 0 &&
       copies_run (&s, opts.o.progress) == 0 && cut_views_ok (&s) == 0 &&
-      checksums_write (&s) == 0 && cut_end (&s) == 0)
+      checksums_write (&s) == 0 && cut_end (&s) == 0) {
     ok = true;
+    checksums_publish (&s);
+  }
   else {
     checksums_undo (&s);
     cut_undo (&s);
@@ -414,8 +487,11 @@ do_backup (int argc, char *argv[])
   if (!ok)
     say_failure (&s);
   report_summary (stdout, &s, ok, opts.json);
-  if (opts.manifest && report_manifest (&s, ok, opts.manifest) == -1)
-    ok = false;
+  /* A committed set is a success, manifest or not. */
+  if (opts.manifest && report_manifest (&s, ok, opts.manifest) == -1 && ok)
+    fprintf (stderr, "%s: backup: NO MANIFEST: the backup is complete "
+             "(checkpoint %s on every disk), but its manifest %s could not "
+             "be written\n", prog, s.checkpoint, opts.manifest);
   status = ok ? EXIT_SUCCESS : EXIT_FAILURE;
 
  out:

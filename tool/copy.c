@@ -115,8 +115,17 @@ new_sums (const char *source, const char *base)
   return s;
 }
 
-int
-do_copy (int argc, char *argv[])
+/* What the command line asks for. */
+struct cmdline {
+  struct copy_options o;
+  const char *sums_path;        /* --sums, or NULL */
+  const char *base_path;        /* --base-sums, or NULL */
+  int json;                     /* --output=json */
+};
+
+/* The options into cl.  -1 (reported) on a usage error. */
+static int
+parse_options (int argc, char *argv[], struct cmdline *cl)
 {
   enum { REQUESTS = 256, CONNECTIONS, REQUEST_SIZE, FULL, OUTPUT,
          TRIM_SOURCE, SUMS, BASE_SUMS };
@@ -133,84 +142,130 @@ do_copy (int argc, char *argv[])
     { "base-sums", required_argument, NULL, BASE_SUMS },
     { NULL }
   };
-  struct copy_options o = { .requests = COPY_DEFAULT_REQUESTS };
-  struct copy_result r;
-  struct copy_sums cs;
-  struct sums *sums = NULL;
-  const char *sums_path = NULL, *base_path = NULL;
-  int opt, json = 0, status;
+  struct copy_options *o = &cl->o;
+  int opt;
   int64_t v;
 
   while ((opt = getopt_long (argc, argv, "hp", long_options, NULL)) != -1) {
     switch (opt) {
     case 'h': copy_usage (EXIT_SUCCESS);
-    case 'p': o.progress = true; break;
-    case FULL: o.full = true; break;
-    case TRIM_SOURCE: o.trim_source = true; break;
-    case SUMS: sums_path = optarg; break;
-    case BASE_SUMS: base_path = optarg; break;
+    case 'p': o->progress = true; break;
+    case FULL: o->full = true; break;
+    case TRIM_SOURCE: o->trim_source = true; break;
+    case SUMS: cl->sums_path = optarg; break;
+    case BASE_SUMS: cl->base_path = optarg; break;
     case OUTPUT:
-      if ((json = parse_output ("copy ", optarg)) == -1)
-        return EXIT_FAILURE;
+      if ((cl->json = parse_output ("copy ", optarg)) == -1)
+        return -1;
       break;
     case REQUESTS:
       if (parse_count ("--requests", optarg, COPY_MAX_REQUESTS,
-                       &o.requests) == -1)
-        return EXIT_FAILURE;
+                       &o->requests) == -1)
+        return -1;
       break;
     case CONNECTIONS:
       if (parse_count ("--connections", optarg, COPY_MAX_CONNECTIONS,
-                       &o.connections) == -1)
-        return EXIT_FAILURE;
+                       &o->connections) == -1)
+        return -1;
       break;
     case REQUEST_SIZE:
       v = parse_size (optarg);
       if (v < COPY_MIN_REQUEST_SIZE || v > COPY_MAX_REQUEST_SIZE ||
-          !is_power_of_2 (v))
-        return bad_usage ("copy ", "--request-size %s: must be a power "
-                          "of 2 from 512 to 32M", optarg);
-      o.request_size = v;
+          !is_power_of_2 (v)) {
+        bad_usage ("copy ", "--request-size %s: must be a power of 2 "
+                   "from 512 to 32M", optarg);
+        return -1;
+      }
+      o->request_size = v;
       break;
     default:
       /* getopt has said what is wrong. */
-      return try_help ("copy ");
+      try_help ("copy ");
+      return -1;
     }
   }
-  if (optind != argc - 2)
-    return bad_usage ("copy ", "expecting SOURCE_URI and TARGET");
-  o.source = argv[optind];
-  o.target = argv[optind + 1];
-  if (!is_nbd_uri (o.source))
-    return bad_usage ("copy ", "%s: SOURCE_URI must be an NBD URI "
-                      "(nbd://... or nbd+unix://...)", o.source);
+  return 0;
+}
 
-  if (base_path && !sums_path)
-    return bad_usage ("copy ", "--base-sums needs --sums");
-  if (sums_path && !o.full && !base_path)
-    return bad_usage ("copy ", "--sums: an incremental copy updates the "
-                      "checksums of the previous one (--base-sums FILE); "
-                      "or copy everything (--full)");
-  if (sums_path) {
-    if ((sums = new_sums (o.source, base_path)) == NULL)
-      return EXIT_FAILURE;
+/* SOURCE_URI and TARGET, and the options that go together.  -1
+ * (reported) on a usage error.
+ */
+static int
+check_arguments (int argc, char *argv[], struct cmdline *cl)
+{
+  if (optind != argc - 2) {
+    bad_usage ("copy ", "expecting SOURCE_URI and TARGET");
+    return -1;
+  }
+  cl->o.source = argv[optind];
+  cl->o.target = argv[optind + 1];
+  if (!is_nbd_uri (cl->o.source)) {
+    bad_usage ("copy ", "%s: SOURCE_URI must be an NBD URI "
+               "(nbd://... or nbd+unix://...)", cl->o.source);
+    return -1;
+  }
+  if (cl->base_path && !cl->sums_path) {
+    bad_usage ("copy ", "--base-sums needs --sums");
+    return -1;
+  }
+  if (cl->sums_path && !cl->o.full && !cl->base_path) {
+    bad_usage ("copy ", "--sums: an incremental copy updates the "
+               "checksums of the previous one (--base-sums FILE); or "
+               "copy everything (--full)");
+    return -1;
+  }
+  return 0;
+}
+
+/* Run the copy into r, and write its checksums (--sums) once it is
+ * complete.  Returns the exit status, or -1 (reported) if the
+ * checksums could not be prepared and nothing was copied.
+ */
+static int
+copy_with_sums (struct cmdline *cl, struct copy_result *r)
+{
+  struct copy_sums cs;
+  struct sums *sums = NULL;
+  char *error = NULL;
+  int status;
+
+  if (cl->sums_path) {
+    if ((sums = new_sums (cl->o.source, cl->base_path)) == NULL)
+      return -1;
     cs = (struct copy_sums) { .chunk = sums->chunk, .n = sums->n,
                               .digests = sums->digests };
-    o.sums = &cs;
+    cl->o.sums = &cs;
   }
-
-  status = copy_run (&o, &r) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-  if (status == EXIT_SUCCESS && sums) {
-    char *error;
-    if (sums_write (sums_path, sums, &error) == -1) {
-      bm_error ("copy: the copy is complete, but its checksums could not "
-                "be written: %s", error ? error : strerror (ENOMEM));
-      free (error);
-      status = EXIT_FAILURE;
-    }
+  status = copy_run (&cl->o, r) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  /* A whole copy holds the image; an incremental one holds what its
+   * target held before, which nothing here shows.
+   */
+  if (status == EXIT_SUCCESS && sums &&
+      (sums_bind (sums, cl->o.target, cl->o.full) == -1 ||
+       sums_write (cl->sums_path, sums, &error) == -1)) {
+    bm_error ("copy: the copy is complete, but its checksums could not "
+              "be written: %s", error ? error : strerror (ENOMEM));
+    free (error);
+    status = EXIT_FAILURE;
   }
+  cl->o.sums = NULL;
   sums_free (sums);
-  copy_print_failure (&o, &r);
-  copy_print_summary (stdout, &o, &r, json);
+  return status;
+}
+
+int
+do_copy (int argc, char *argv[])
+{
+  struct cmdline cl = { .o = { .requests = COPY_DEFAULT_REQUESTS } };
+  struct copy_result r;
+  int status;
+
+  if (parse_options (argc, argv, &cl) == -1 ||
+      check_arguments (argc, argv, &cl) == -1 ||
+      (status = copy_with_sums (&cl, &r)) == -1)
+    return EXIT_FAILURE;
+  copy_print_failure (&cl.o, &r);
+  copy_print_summary (stdout, &cl.o, &r, cl.json);
   copy_result_free (&r);
   if (fflush (stdout) == EOF) {
     bm_error ("copy: stdout: %s", strerror (errno));

@@ -134,7 +134,7 @@ usage (int status)
 "            SOURCE_URI TARGET\n"
 "  %s backup --disk control=SOCKET,source=URI,target=TARGET...\n"
 "            [OPTIONS]\n"
-"  %s verify [-p] [--output=human|json] IMAGE_OR_URI SUMS\n"
+"  %s verify [-p] [-f FMT] [--output=human|json] IMAGE_OR_URI SUMS\n"
 "  %s resize [--shrink] [--disk DISKFILE] FILE [+|-]SIZE\n"
 "\n"
 "Options:\n"

@@ -2,8 +2,9 @@
 /* qcow2.c: a persistent bitmap of a qcow2 image, read through qemu
  * rather than by parsing qcow2 here (see qcow2.h).
  *
- * Two qemu programs, each a child of this process, whose stderr is
- * read into the error, so that qemu's own message reaches the user:
+ * Two qemu programs, each a child of this process (qemu.c), whose
+ * stderr is read into the error, so that qemu's own message reaches
+ * the user:
  *
  *   1. qemu-img info --output=json: what qemu-img bitmap checks of a
  *      merge source.  The image opens (it exists, it is qcow2, no
@@ -33,13 +34,6 @@
 #include <inttypes.h>
 #include <string.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <unistd.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 
 #include <json-c/json.h>
 #include <libnbd.h>
@@ -47,6 +41,7 @@
 #include "dirtybitmap.h"
 #include "msg.h"
 #include "qcow2.h"
+#include "qemu.h"
 #include "util.h"
 
 /* The one flag of qemu:dirty-bitmap:NAME (qemu docs/interop/nbd.txt). */
@@ -54,251 +49,6 @@
 
 /* The most bytes one block status request asks about. */
 #define STATUS_CHUNK (UINT64_C (1) << 30)
-
-extern char **environ;
-
-/* A qemu program running as a child of this process. */
-struct child {
-  const char *name;             /* argv[0] */
-  pid_t pid;
-  int out;                      /* its stdout, or -1 */
-  int err;                      /* its stderr */
-};
-
-/*----------------------------------------------------------------------
- * Running qemu programs.
- */
-
-/* Write n in decimal at p, ending it (async-signal-safe). */
-static void
-put_uint (char *p, unsigned long n)
-{
-  char tmp[24];
-  size_t i = 0;
-
-  do
-    tmp[i++] = '0' + n % 10;
-  while ((n /= 10) != 0);
-  while (i)
-    *p++ = tmp[--i];
-  *p = '\0';
-}
-
-/* The environment of a socket-activated child: ours less any LISTEN_*
- * variable, plus LISTEN_FDS=1 and pidvar (LISTEN_PID=, which the
- * child completes with its pid).  Free the array only.
- */
-static char **
-activation_env (char *pidvar)
-{
-  size_t n = 0, i, j = 0;
-  char **env;
-
-  while (environ[n])
-    n++;
-  env = malloc ((n + 3) * sizeof *env);
-  if (env == NULL)
-    return NULL;
-  for (i = 0; i < n; ++i)
-    if (strncmp (environ[i], "LISTEN_", 7) != 0)
-      env[j++] = environ[i];
-  env[j++] = (char *) "LISTEN_FDS=1";
-  env[j++] = pidvar;
-  env[j] = NULL;
-  return env;
-}
-
-static void
-close_fds (int *fds, size_t n)
-{
-  size_t i;
-
-  for (i = 0; i < n; ++i)
-    if (fds[i] >= 0) {
-      close (fds[i]);
-      fds[i] = -1;
-    }
-}
-
-/* Start argv (argv[0] found in PATH), its stdin /dev/null, its stderr
- * into c->err, its stdout into c->out if want_out (else /dev/null),
- * and, when listen_fd >= 0, socket-activated: listen_fd is its
- * descriptor 3.  Returns -1 with err if it could not be run.
- */
-static int
-spawn (char *const argv[], bool want_out, int listen_fd, struct child *c,
-       struct bmerr *err)
-{
-  char pidvar[32] = "LISTEN_PID=";
-  const size_t pidpos = strlen (pidvar);
-  char **env = NULL;
-  /* null, stdout, stderr and exec failure pipes: read end, write end */
-  int fds[7] = { -1, -1, -1, -1, -1, -1, -1 };
-  int *null = &fds[0], *outp = &fds[1], *errp = &fds[3], *execp = &fds[5];
-  int e = 0, ret = -1;
-  ssize_t r;
-
-  *c = (struct child) { .name = argv[0], .pid = -1, .out = -1, .err = -1 };
-  if ((listen_fd >= 0 && (env = activation_env (pidvar)) == NULL) ||
-      (*null = open ("/dev/null", O_RDWR | O_CLOEXEC)) == -1 ||
-      (want_out && pipe2 (outp, O_CLOEXEC) == -1) ||
-      pipe2 (errp, O_CLOEXEC) == -1 || pipe2 (execp, O_CLOEXEC) == -1) {
-    bmerr_set (err, errno, "cannot run %s: %s", argv[0], strerror (errno));
-    goto out;
-  }
-  c->pid = fork ();
-  if (c->pid == -1) {
-    bmerr_set (err, errno, "cannot run %s: fork: %s", argv[0],
-               strerror (errno));
-    goto out;
-  }
-  if (c->pid == 0) {
-    /* (Every descriptor above is 3 or more: 0, 1 and 2 are open.) */
-    if (dup2 (*null, 0) == -1 ||
-        dup2 (want_out ? outp[1] : *null, 1) == -1 ||
-        dup2 (errp[1], 2) == -1)
-      goto fail;
-    if (listen_fd >= 0) {
-      if (listen_fd == 3) {
-        if (fcntl (3, F_SETFD, 0) == -1)
-          goto fail;
-      }
-      else if (dup2 (listen_fd, 3) == -1)
-        goto fail;
-      put_uint (pidvar + pidpos, getpid ());
-      execvpe (argv[0], argv, env);
-    }
-    else
-      execvp (argv[0], argv);
-  fail:
-    e = errno;
-    if (write (execp[1], &e, sizeof e) == -1)
-      _exit (126);
-    _exit (127);
-  }
-
-  close (execp[1]);
-  execp[1] = -1;
-  do
-    r = read (execp[0], &e, sizeof e);
-  while (r == -1 && errno == EINTR);
-  if (r == sizeof e) {
-    waitpid (c->pid, NULL, 0);
-    c->pid = -1;
-    bmerr_set (err, e, "cannot run %s: %s%s", argv[0], strerror (e),
-               e == ENOENT ? " (it comes with qemu: qemu-utils on Debian)"
-               : "");
-    goto out;
-  }
-  c->err = errp[0];
-  errp[0] = -1;
-  if (want_out) {
-    c->out = outp[0];
-    outp[0] = -1;
-  }
-  ret = 0;
- out:
-  close_fds (fds, sizeof fds / sizeof fds[0]);
-  free (env);
-  return ret;
-}
-
-/* Read the child's stdout (into *out, if it was wanted) and stderr
- * (into *text) to their ends, and reap it.  Returns its wait status,
- * or -1 if it could not be reaped.  Free *out and *text.
- */
-static int
-finish (struct child *c, char **out, char **text)
-{
-  struct pollfd p[2] = { { .fd = c->err, .events = POLLIN },
-                         { .fd = c->out, .events = POLLIN } };
-  char *buf[2] = { NULL, NULL };
-  size_t len[2];
-  FILE *fp[2];
-  int i, status = -1;
-
-  fp[0] = open_memstream (&buf[0], &len[0]);
-  fp[1] = open_memstream (&buf[1], &len[1]);
-  while (p[0].fd >= 0 || p[1].fd >= 0) {
-    if (poll (p, 2, -1) == -1) {
-      if (errno == EINTR)
-        continue;
-      break;
-    }
-    for (i = 0; i < 2; ++i) {
-      char chunk[4096];
-      ssize_t r;
-
-      if (p[i].fd < 0 || p[i].revents == 0)
-        continue;
-      r = read (p[i].fd, chunk, sizeof chunk);
-      if (r > 0 && fp[i])
-        fwrite (chunk, 1, r, fp[i]);
-      else if (r == 0 || (r == -1 && errno != EINTR && errno != EAGAIN)) {
-        close (p[i].fd);
-        p[i].fd = -1;
-      }
-    }
-  }
-  for (i = 0; i < 2; ++i)
-    if (p[i].fd >= 0)
-      close (p[i].fd);
-  c->err = c->out = -1;
-  while (c->pid > 0 && waitpid (c->pid, &status, 0) == -1) {
-    if (errno != EINTR) {
-      status = -1;
-      break;
-    }
-  }
-  c->pid = -1;
-  for (i = 0; i < 2; ++i)
-    if (fp[i])
-      fclose (fp[i]);
-  *text = buf[0];
-  if (out)
-    *out = buf[1];
-  else
-    free (buf[1]);
-  return status;
-}
-
-/* What a qemu program said on stderr, as the error: each line without
- * its "PROGRAM: " prefix, the lines kept apart as qemu prints them;
- * or, if it said nothing, how it ended.
- */
-static void
-qemu_error (struct bmerr *err, const char *name, const char *text,
-            int status)
-{
-  const size_t n = strlen (name);
-  char msg[sizeof err->msg] = "", *p = msg;
-  const char *line, *end;
-
-  for (line = text ? text : ""; *line; line = *end ? end + 1 : end) {
-    const size_t room = msg + sizeof msg - p;
-    int k;
-
-    end = strchrnul (line, '\n');
-    if (strncmp (line, name, n) == 0 && strncmp (line + n, ": ", 2) == 0)
-      line += n + 2;
-    if (end == line)
-      continue;
-    k = snprintf (p, room, "%s%.*s", p > msg ? "\n" : "",
-                  (int) (end - line), line);
-    if (k < 0 || (size_t) k >= room)
-      break;                    /* (cut short) */
-    p += k;
-  }
-  if (msg[0])
-    bmerr_set (err, EIO, "%s", msg);
-  else if (status != -1 && WIFSIGNALED (status))
-    bmerr_set (err, EIO, "%s was killed by signal %d", name,
-               WTERMSIG (status));
-  else
-    bmerr_set (err, EIO, "%s failed (exit status %d)", name,
-               status != -1 && WIFEXITED (status) ? WEXITSTATUS (status)
-               : -1);
-}
 
 /*----------------------------------------------------------------------
  * 1. qemu-img info.
@@ -392,31 +142,13 @@ judge_info (json_object *info, struct bmf_foreign *out, struct bmerr *err)
 static int
 read_info (const char *image, struct bmf_foreign *out, struct bmerr *err)
 {
-  char *argv[] = { (char *) "qemu-img", (char *) "info", (char *) "-f",
-                   (char *) "qcow2", (char *) "--output=json", (char *) "--",
-                   (char *) image, NULL };
-  char *json = NULL, *text = NULL;
-  json_object *info = NULL;
-  struct child c;
-  int status, r = -1;
+  json_object *info = qemu_img_info (image, "qcow2", err);
+  int r;
 
-  if (spawn (argv, true, -1, &c, err) == -1)
+  if (info == NULL)
     return -1;
-  status = finish (&c, &json, &text);
-  if (status != 0) {
-    qemu_error (err, "qemu-img", text, status);
-    goto out;
-  }
-  info = json_tokener_parse (json ? json : "");
-  if (info == NULL) {
-    bmerr_set (err, EINVAL, "%s: qemu-img info gave no JSON", image);
-    goto out;
-  }
   r = judge_info (info, out, err);
- out:
   json_object_put (info);
-  free (json);
-  free (text);
   return r;
 }
 
@@ -500,59 +232,15 @@ walk_bitmap (struct nbd_handle *h, const char *context,
   return 0;
 }
 
-/* A listening socket at dir/sock, in a new private directory. */
-static int
-listen_private (char **dir, char **sock, struct bmerr *err)
-{
-  const char *tmp = getenv ("TMPDIR");
-  struct sockaddr_un sa = { .sun_family = AF_UNIX };
-  int fd;
-
-  *sock = NULL;
-  if (asprintf (dir, "%s/dirtybitmap-XXXXXX", tmp && *tmp ? tmp : "/tmp")
-      == -1) {
-    *dir = NULL;
-    bmerr_set (err, errno, "%s", strerror (errno));
-    return -1;
-  }
-  if (mkdtemp (*dir) == NULL) {
-    bmerr_set (err, errno, "%s: %s", *dir, strerror (errno));
-    free (*dir);
-    *dir = NULL;
-    return -1;
-  }
-  if (asprintf (sock, "%s/sock", *dir) == -1) {
-    *sock = NULL;
-    bmerr_set (err, errno, "%s", strerror (errno));
-    return -1;
-  }
-  if (strlen (*sock) >= sizeof sa.sun_path) {
-    bmerr_set (err, ENAMETOOLONG, "%s: too long for a socket (set TMPDIR "
-               "to a shorter directory)", *sock);
-    return -1;
-  }
-  strcpy (sa.sun_path, *sock);
-  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd == -1 || bind (fd, (struct sockaddr *) &sa, sizeof sa) == -1 ||
-      listen (fd, 1) == -1) {
-    bmerr_set (err, errno, "%s: %s", *sock, strerror (errno));
-    if (fd >= 0)
-      close (fd);
-    return -1;
-  }
-  return fd;
-}
-
 static int
 read_bits (const char *image, struct bmf_foreign *out, struct bmerr *err)
 {
-  char *argv[] = { (char *) "qemu-nbd", (char *) "-r", (char *) "-f",
-                   (char *) "qcow2", (char *) "-B", (char *) out->name,
-                   (char *) "--", (char *) image, NULL };
-  char *dir = NULL, *sock = NULL, *context = NULL, *text = NULL;
+  const char *const args[] = { "-r", "-f", "qcow2", "-B", out->name, "--",
+                               image, NULL };
+  struct qemu_nbd q = { .c = { .pid = -1 } };
+  char *context = NULL, *text = NULL;
   struct nbd_handle *h = NULL;
-  struct child c = { .pid = -1 };
-  int fd, status, r = -1;
+  int status, r = -1;
 
   out->bits.nr_bits = bmf_nr_bits (out->disk_size, out->gbits);
   out->bits.words = calloc (MAX (bits_nr_words (out->bits.nr_bits), 1), 8);
@@ -562,25 +250,18 @@ read_bits (const char *image, struct bmf_foreign *out, struct bmerr *err)
     bmerr_set (err, errno, "%s", strerror (errno));
     goto out;
   }
-  fd = listen_private (&dir, &sock, err);
-  if (fd == -1)
+  if (qemu_nbd_start (args, &q, err) == -1)
     goto out;
-  r = spawn (argv, false, fd, &c, err);
-  close (fd);
-  if (r == -1)
-    goto out;
-  r = -1;
   h = nbd_create ();
   if (h == NULL || nbd_add_meta_context (h, context) == -1) {
     bmerr_set (err, EIO, "%s", nbd_get_error ());
     goto out;
   }
-  if (nbd_connect_unix (h, sock) == -1) {
+  if (nbd_connect_unix (h, q.sock) == -1) {
     /* qemu-nbd refused: its message, once it has gone. */
     nbd_close (h);
     h = NULL;
-    kill (c.pid, SIGTERM);
-    status = finish (&c, NULL, &text);
+    status = qemu_nbd_stop (&q, &text);
     qemu_error (err, "qemu-nbd", text, status);
     goto out;
   }
@@ -588,23 +269,9 @@ read_bits (const char *image, struct bmf_foreign *out, struct bmerr *err)
   nbd_shutdown (h, 0);
  out:
   nbd_close (h);
-  if (c.pid > 0) {
-    /* It ends with its one client; a signal makes sure. */
-    kill (c.pid, SIGTERM);
-    finish (&c, NULL, &text);
-    if (text && *text)
-      bm_debug ("qemu-nbd said: %s", text);
-  }
+  qemu_nbd_stop (&q, NULL);
   free (text);
   free (context);
-  if (sock) {
-    unlink (sock);
-    free (sock);
-  }
-  if (dir) {
-    rmdir (dir);
-    free (dir);
-  }
   return r;
 }
 

@@ -11,7 +11,13 @@
  * the disk file and sync it; (3) commit the bitmaps at the new size
  * with the disk's new identity.  A crash between (2) and (3) leaves
  * the old header, whose identity the resized disk no longer has: the
- * next start finds it written without the filter.
+ * next start finds it written without the filter, and the next resize
+ * a disk resized without its bitmaps, which it resizes only to the
+ * size it has (check_sizes): that finishes the interrupted resize.
+ *
+ * The disk may be given as a symlink, which is followed (as qemu-img
+ * and nbdkit's file plugin do); it is opened once, and resized through
+ * that descriptor.
  */
 
 #include <config.h>
@@ -43,7 +49,8 @@ resize_usage (int status)
 "+ or -, SIZE is added to or taken from the disk's size.\n"
 "\n"
 "  --shrink         allow the disk to shrink (what is cut is lost)\n"
-"  --disk DISKFILE  the disk (default: FILE less \".bitmaps\")\n"
+"  --disk DISKFILE  the disk (default: FILE less \".bitmaps\"); a symlink\n"
+"                   is followed\n"
 "\n"
 "Example:\n"
 "  %s resize disk.img.bitmaps +10G\n",
@@ -66,19 +73,16 @@ new_size (const char *arg, uint64_t now)
   return n;
 }
 
-/* Resize the disk file to size bytes and make that durable. */
+/* Resize the disk file open on fd to size bytes and make that
+ * durable.
+ */
 static int
-resize_disk (const char *disk, uint64_t size)
+resize_disk (int fd, const char *disk, uint64_t size)
 {
-  int fd = open (disk, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-
-  if (fd == -1 || ftruncate (fd, size) == -1 || fsync (fd) == -1) {
+  if (ftruncate (fd, size) == -1 || fsync (fd) == -1) {
     fprintf (stderr, "%s: resize: %s: %s\n", prog, disk, strerror (errno));
-    if (fd >= 0)
-      close (fd);
     return -1;
   }
-  close (fd);
   return 0;
 }
 
@@ -86,7 +90,8 @@ resize_disk (const char *disk, uint64_t size)
  * and its bitmaps to size bytes.
  */
 static int
-resize_both (struct bmf *f, const char *disk, uint64_t now, uint64_t size)
+resize_both (struct bmf *f, int fd, const char *disk, uint64_t now,
+             uint64_t size)
 {
   struct bmf_txn *t;
   struct bmerr err;
@@ -103,7 +108,7 @@ resize_both (struct bmf *f, const char *disk, uint64_t now, uint64_t size)
     bmf_txn_abort (t);
     return -1;
   }
-  if (resize_disk (disk, size) == -1) {
+  if (resize_disk (fd, disk, size) == -1) {
     bmf_txn_abort (t);
     return -1;
   }
@@ -122,16 +127,102 @@ resize_both (struct bmf *f, const char *disk, uint64_t now, uint64_t size)
   return 0;
 }
 
-/* Open the bitmap file path for writing and find its disk (given, or
- * path less ".bitmaps"), which must be a regular file of the size its
- * bitmaps cover: *f, *disk (free it) and its stat, or -1 (said).
+/* The disk file, opened to be resized: fd, and its stat in *sb; or
+ * -1 (said).  A symlink is followed, as qemu-img resize and nbdkit's
+ * file plugin follow it (only the bitmap file, which the tool creates
+ * and writes itself, refuses them).
+ */
+static int
+open_disk (const char *disk, struct stat *sb)
+{
+  int fd;
+
+  if (stat (disk, sb) == -1)
+    goto errno_out;
+  if (!S_ISREG (sb->st_mode))
+    goto not_regular;
+  fd = open (disk, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd == -1)
+    goto errno_out;
+  if (fstat (fd, sb) == -1) {
+    close (fd);
+    goto errno_out;
+  }
+  if (S_ISREG (sb->st_mode))
+    return fd;
+  close (fd);
+ not_regular:
+  fprintf (stderr, "%s: resize: %s: not a regular file\n", prog, disk);
+  return -1;
+
+ errno_out:
+  fprintf (stderr, "%s: resize: %s: %s\n", prog, disk, strerror (errno));
+  return -1;
+}
+
+/* Whether the disk (of sb) is the size its bitmaps cover: 0 if so; 1
+ * if it was resized without them (the size they recorded for it is
+ * theirs: a resize interrupted between its two steps, or another
+ * program), which only a resize to the size it has now may follow;
+ * -1 if not otherwise (said).
+ */
+static int
+check_sizes (struct bmf *f, const char *disk, const struct stat *sb)
+{
+  const struct bmf_state *st = bmf_state (f);
+  const uint64_t now = sb->st_size;
+
+  if (!st->sized || st->disk_size == now)
+    return 0;
+  if (st->has_disk_id && st->disk_id.size == st->disk_size)
+    return 1;
+  if (!st->has_disk_id)
+    fprintf (stderr, "%s: resize: %s: its bitmaps cover %" PRIu64 " bytes, "
+             "but %s is %" PRIu64 " bytes: either a filter below changes "
+             "its size (partition, truncate: resize it through nbdkit, or "
+             "with its plugin's own tools), or it was resized without its "
+             "bitmaps (a dirtybitmap resize interrupted between its two "
+             "steps, or another program: serve it once through the "
+             "filter, which takes its size and marks every enabled bitmap "
+             "inconsistent)\n", prog, bmf_path (f), st->disk_size, disk,
+             now);
+  /* Where a filter below changes the size (partition, truncate), the
+   * file is not the disk that the bitmaps cover.
+   */
+  else
+    fprintf (stderr, "%s: resize: %s: its bitmaps cover %" PRIu64 " bytes, "
+             "but %s is %" PRIu64 " bytes: resize it through nbdkit, or "
+             "with its plugin's own tools\n", prog, bmf_path (f),
+             st->disk_size, disk, now);
+  return -1;
+}
+
+/* Why a disk resized without its bitmaps is refused, and the way out. */
+static void
+say_resized_outside (struct bmf *f, const char *disk, const char *given,
+                     uint64_t now)
+{
+  fprintf (stderr, "%s: resize: %s: its bitmaps cover %" PRIu64 " bytes, "
+           "the size %s had when they last recorded it, but it is %" PRIu64
+           " bytes now: it was resized without them (a dirtybitmap resize "
+           "interrupted between its two steps, or another program), so "
+           "every enabled bitmap is to be taken as inconsistent.  To bring "
+           "the bitmaps to the disk as it is: %s resize%s%s %s %" PRIu64
+           "\n", prog, bmf_path (f), bmf_state (f)->disk_size, disk, now,
+           prog, given ? " --disk " : "", given ? given : "", bmf_path (f),
+           now);
+}
+
+/* Open the bitmap file path for writing and its disk (given, or path
+ * less ".bitmaps"), which must be a regular file: *f, *disk (free it),
+ * its fd, stat and check_sizes in *outside; or -1 (said).
  */
 static int
 open_both (const char *path, const char *given, struct bmf **f,
-           char **disk, struct stat *sb)
+           char **disk, struct stat *sb, bool *outside)
 {
-  const struct bmf_state *st;
   struct bmerr err;
+  int fd = -1, r;
 
   *disk = NULL;
   *f = bmf_open (path, BMF_LOCK_EXCLUSIVE, &err);
@@ -147,21 +238,13 @@ open_both (const char *path, const char *given, struct bmf **f,
   if (*disk == NULL)
     fprintf (stderr, "%s: resize: %s: which disk it describes is not "
              "known: give --disk DISKFILE\n", prog, path);
-  else if (stat (*disk, sb) == -1)
-    fprintf (stderr, "%s: resize: %s: %s\n", prog, *disk, strerror (errno));
-  else if (!S_ISREG (sb->st_mode))
-    fprintf (stderr, "%s: resize: %s: not a regular file\n", prog, *disk);
-  /* Where a filter below changes the size (partition, truncate), the
-   * file is not the disk that the bitmaps cover.
-   */
-  else if ((st = bmf_state (*f))->sized &&
-           st->disk_size != (uint64_t) sb->st_size)
-    fprintf (stderr, "%s: resize: %s: its bitmaps cover %" PRIu64 " bytes, "
-             "but %s is %" PRIu64 " bytes: resize it through nbdkit, or "
-             "with its plugin's own tools\n", prog, path, st->disk_size,
-             *disk, (uint64_t) sb->st_size);
-  else
-    return 0;
+  else if ((fd = open_disk (*disk, sb)) >= 0 &&
+           (r = check_sizes (*f, *disk, sb)) >= 0) {
+    *outside = r == 1;
+    return fd;
+  }
+  if (fd >= 0)
+    close (fd);
   bmf_close (*f);
   *f = NULL;
   free (*disk);
@@ -180,12 +263,12 @@ do_resize (int argc, char *argv[])
     { NULL }
   };
   const char *given = NULL;
-  bool shrink = false;
+  bool shrink = false, outside;
   char *disk;
   struct bmf *f;
   struct stat sb;
   int64_t size;
-  int c, r = EXIT_FAILURE;
+  int c, fd, r = EXIT_FAILURE;
 
   /* "+" first: a "-1G" after FILE is SIZE, not an option. */
   while ((c = getopt_long (argc, argv, "+h", long_options, NULL)) != -1) {
@@ -198,7 +281,8 @@ do_resize (int argc, char *argv[])
   }
   if (optind != argc - 2)
     return bad_usage ("resize ", "expecting FILE and SIZE");
-  if (open_both (argv[optind], given, &f, &disk, &sb) == -1)
+  fd = open_both (argv[optind], given, &f, &disk, &sb, &outside);
+  if (fd == -1)
     return EXIT_FAILURE;
 
   size = new_size (argv[optind + 1], sb.st_size);
@@ -208,13 +292,20 @@ do_resize (int argc, char *argv[])
   else if ((uint64_t) size < (uint64_t) sb.st_size && !shrink)
     fprintf (stderr, "%s: resize: Use the --shrink option to perform a "
              "shrink operation.\n", prog);
+  /* Resized without its bitmaps: they may follow it to the size it
+   * has (which finishes an interrupted resize), not in the same step
+   * to another.
+   */
+  else if (outside && size != sb.st_size)
+    say_resized_outside (f, disk, given, sb.st_size);
   else {
     judge_disk (f, disk, true);
-    if (resize_both (f, disk, sb.st_size, size) == 0) {
+    if (resize_both (f, fd, disk, sb.st_size, size) == 0) {
       printf ("Image resized.\n");
       r = EXIT_SUCCESS;
     }
   }
+  close (fd);
   bmf_close (f);
   free (disk);
   return r;

@@ -19,7 +19,9 @@
 
 #include <xxhash.h>
 
+#include "copy/copy.h"
 #include "crc32c.h"
+#include "mtime.h"
 #include "sums.h"
 
 static const char magic[8] = "DBMSUMS\n";
@@ -90,8 +92,10 @@ sums_new (uint64_t disk_size, uint64_t chunk, const char *checkpoint,
   s->n = (disk_size + chunk - 1) / chunk;
   s->checkpoint = strdup (checkpoint ? checkpoint : "");
   s->source = strdup (source ? source : "");
+  s->target.name = strdup ("");
   s->digests = calloc (s->n ? s->n : 1, SUMS_DIGEST);
-  if (s->checkpoint == NULL || s->source == NULL || s->digests == NULL) {
+  if (s->checkpoint == NULL || s->source == NULL || s->target.name == NULL ||
+      s->digests == NULL) {
     sums_free (s);
     return NULL;
   }
@@ -111,6 +115,7 @@ sums_free (struct sums *s)
     return;
   free (s->checkpoint);
   free (s->source);
+  free (s->target.name);
   free (s->digests);
   free (s);
 }
@@ -134,16 +139,91 @@ get_string (const uint8_t *p, size_t max)
   return strndup ((const char *) p, len);
 }
 
-int
-sums_read (const char *path, struct sums **out, char **error)
+/* The image record of a version 2 header (sums.h). */
+#define REC 3136
+
+static int
+decode_target (const uint8_t *h, struct sums_target *t)
+{
+  t->format = get32 (h + REC);
+  t->held = get32 (h + REC + 4) & 1;
+  t->dev = get64 (h + REC + 8);
+  t->ino = get64 (h + REC + 16);
+  t->size = get64 (h + REC + 24);
+  t->mtime_ns = (int64_t) get64 (h + REC + 32);
+  t->name = get_string (h + REC + 40, SUMS_MAX_TARGET);
+  return t->name ? 0 : -1;
+}
+
+/* Check and decode the header at h into a new set without digests. */
+static int
+decode_header (const char *path, uint8_t *h, uint64_t file_size,
+               struct sums **out, char **error)
+{
+  struct sums *s;
+  uint64_t size, chunk, n;
+  uint32_t stored, version;
+
+  if (memcmp (h, magic, sizeof magic) != 0)
+    return fail (error, path, "not a dirtybitmap checksum file");
+  stored = get32 (h + 60);
+  put32 (h + 60, 0);
+  if (stored != crc32c (h, SUMS_HEADER_SIZE))
+    return fail (error, path, "its header is damaged (bad checksum)");
+  size = get64 (h + 16);
+  chunk = get64 (h + 24);
+  n = get64 (h + 32);
+  version = get32 (h + 8);
+  if ((version != 1 && version != 2) ||
+      get32 (h + 12) != SUMS_HEADER_SIZE || get32 (h + 40) != 1)
+    return fail (error, path, "a version or hash this program does not know");
+  if (chunk < 512 || chunk > SUMS_MAX_CHUNK || (chunk & (chunk - 1)) ||
+      n != (size + chunk - 1) / chunk ||
+      file_size != SUMS_HEADER_SIZE + n * SUMS_DIGEST)
+    return fail (error, path, "its sizes do not agree (truncated or damaged)");
+  if ((s = calloc (1, sizeof *s)) == NULL)
+    return fail (error, path, strerror (ENOMEM));
+  s->disk_size = size;
+  s->chunk = chunk;
+  s->n = n;
+  s->checkpoint = get_string (h + 64, SUMS_MAX_CHECKPOINT);
+  s->source = get_string (h + 1088, SUMS_MAX_SOURCE);
+  if (s->checkpoint == NULL || s->source == NULL ||
+      (version == 2 && decode_target (h, &s->target) == -1) ||
+      (version == 1 && (s->target.name = strdup ("")) == NULL)) {
+    sums_free (s);
+    return fail (error, path, "its header is damaged (names)");
+  }
+  *out = s;
+  return 0;
+}
+
+static int
+read_digests (int fd, const char *path, const uint8_t *h, struct sums *s,
+              char **error)
+{
+  size_t done, len = s->n * SUMS_DIGEST;
+  ssize_t got;
+
+  if ((s->digests = malloc (len ? len : 1)) == NULL)
+    return fail (error, path, strerror (ENOMEM));
+  for (done = 0; done < len; done += got) {
+    got = pread (fd, s->digests + done, len - done, SUMS_HEADER_SIZE + done);
+    if (got <= 0)
+      return fail (error, path, got == 0 ? "truncated" : strerror (errno));
+  }
+  if (crc32c (s->digests, len) != get32 (h + 44))
+    return fail (error, path, "its checksums are damaged (bad CRC)");
+  return 0;
+}
+
+static int
+read_set (const char *path, bool header_only, struct sums **out,
+          char **error)
 {
   uint8_t h[SUMS_HEADER_SIZE];
   struct sums *s = NULL;
   struct stat st;
-  uint64_t size, chunk, n;
-  uint32_t stored;
-  ssize_t got;
-  size_t done;
   int fd, r = -1;
 
   *out = NULL;
@@ -152,78 +232,34 @@ sums_read (const char *path, struct sums **out, char **error)
   fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd == -1)
     return fail (error, path, strerror (errno));
-  if (fstat (fd, &st) == -1) {
+  if (fstat (fd, &st) == -1)
     fail (error, path, strerror (errno));
-    goto out;
-  }
-  if (!S_ISREG (st.st_mode)) {
+  else if (!S_ISREG (st.st_mode))
     fail (error, path, "not a regular file");
-    goto out;
-  }
-  if (st.st_size < SUMS_HEADER_SIZE ||
-      pread (fd, h, sizeof h, 0) != sizeof h) {
+  else if (st.st_size < SUMS_HEADER_SIZE ||
+           pread (fd, h, sizeof h, 0) != sizeof h)
     fail (error, path, "too short for a checksum file (truncated?)");
-    goto out;
+  else if (decode_header (path, h, st.st_size, &s, error) == 0 &&
+           (header_only || read_digests (fd, path, h, s, error) == 0)) {
+    *out = s;
+    s = NULL;
+    r = 0;
   }
-  if (memcmp (h, magic, sizeof magic) != 0) {
-    fail (error, path, "not a dirtybitmap checksum file");
-    goto out;
-  }
-  stored = get32 (h + 60);
-  put32 (h + 60, 0);
-  if (stored != crc32c (h, sizeof h)) {
-    fail (error, path, "its header is damaged (bad checksum)");
-    goto out;
-  }
-  size = get64 (h + 16);
-  chunk = get64 (h + 24);
-  n = get64 (h + 32);
-  if (get32 (h + 8) != 1 || get32 (h + 12) != SUMS_HEADER_SIZE ||
-      get32 (h + 40) != 1) {
-    fail (error, path, "a version or hash this program does not know");
-    goto out;
-  }
-  if (chunk < 512 || chunk > SUMS_MAX_CHUNK || (chunk & (chunk - 1)) ||
-      n != (size + chunk - 1) / chunk ||
-      (uint64_t) st.st_size != SUMS_HEADER_SIZE + n * SUMS_DIGEST) {
-    fail (error, path, "its sizes do not agree (truncated or damaged)");
-    goto out;
-  }
-  s = calloc (1, sizeof *s);
-  if (s == NULL ||
-      (s->digests = malloc (n ? n * SUMS_DIGEST : 1)) == NULL) {
-    fail (error, path, strerror (ENOMEM));
-    goto out;
-  }
-  s->disk_size = size;
-  s->chunk = chunk;
-  s->n = n;
-  s->checkpoint = get_string (h + 64, SUMS_MAX_CHECKPOINT);
-  s->source = get_string (h + 1088, SUMS_MAX_SOURCE);
-  if (s->checkpoint == NULL || s->source == NULL) {
-    fail (error, path, "its header is damaged (names)");
-    goto out;
-  }
-  for (done = 0; done < n * SUMS_DIGEST; done += got) {
-    got = pread (fd, s->digests + done, n * SUMS_DIGEST - done,
-                 SUMS_HEADER_SIZE + done);
-    if (got <= 0) {
-      fail (error, path, got == 0 ? "truncated" : strerror (errno));
-      goto out;
-    }
-  }
-  if (crc32c (s->digests, n * SUMS_DIGEST) != get32 (h + 44)) {
-    fail (error, path, "its checksums are damaged (bad CRC)");
-    goto out;
-  }
-  *out = s;
-  s = NULL;
-  r = 0;
-
- out:
   sums_free (s);
   close (fd);
   return r;
+}
+
+int
+sums_read (const char *path, struct sums **out, char **error)
+{
+  return read_set (path, false, out, error);
+}
+
+int
+sums_read_header (const char *path, struct sums **out, char **error)
+{
+  return read_set (path, true, out, error);
 }
 
 static int
@@ -243,19 +279,14 @@ write_all (int fd, const void *buf, size_t len)
   return 0;
 }
 
-int
-sums_write (const char *path, const struct sums *s, char **error)
+static void
+encode_header (const struct sums *s, uint8_t *h)
 {
-  uint8_t h[SUMS_HEADER_SIZE] = { 0 };
-  char *tmp = NULL, *dir = NULL;
-  int fd = -1, dfd, r = -1;
+  const struct sums_target *t = &s->target;
 
-  *error = NULL;
-  if (strlen (s->checkpoint) > SUMS_MAX_CHECKPOINT ||
-      strlen (s->source) > SUMS_MAX_SOURCE)
-    return fail (error, path, "the checkpoint or source name is too long");
+  memset (h, 0, SUMS_HEADER_SIZE);
   memcpy (h, magic, sizeof magic);
-  put32 (h + 8, 1);
+  put32 (h + 8, 2);
   put32 (h + 12, SUMS_HEADER_SIZE);
   put64 (h + 16, s->disk_size);
   put64 (h + 24, s->chunk);
@@ -265,41 +296,167 @@ sums_write (const char *path, const struct sums *s, char **error)
   put64 (h + 48, time (NULL));
   memcpy (h + 64, s->checkpoint, strlen (s->checkpoint));
   memcpy (h + 1088, s->source, strlen (s->source));
-  put32 (h + 60, crc32c (h, sizeof h));
+  put32 (h + REC, t->format);
+  put32 (h + REC + 4, t->held);
+  put64 (h + REC + 8, t->dev);
+  put64 (h + REC + 16, t->ino);
+  put64 (h + REC + 24, t->size);
+  put64 (h + REC + 32, t->mtime_ns);
+  memcpy (h + REC + 40, t->name, strlen (t->name));
+  put32 (h + 60, crc32c (h, SUMS_HEADER_SIZE));
+}
 
-  if (asprintf (&tmp, "%s.tmp", path) == -1) {
-    tmp = NULL;
-    fail (error, path, strerror (ENOMEM));
-    goto out;
+/* Sync the directory of path (a rename or an unlink in it). */
+static void
+sync_dir_of (const char *path)
+{
+  char *dir = strdup (path);
+  int dfd;
+
+  if (dir &&
+      (dfd = open (dirname (dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+    fsync (dfd);
+    close (dfd);
   }
+  free (dir);
+}
+
+int
+sums_stage (const char *path, const struct sums *s, char **error)
+{
+  uint8_t h[SUMS_HEADER_SIZE];
+  char *tmp = NULL;
+  int fd, r = -1;
+
+  *error = NULL;
+  if (strlen (s->checkpoint) > SUMS_MAX_CHECKPOINT ||
+      strlen (s->source) > SUMS_MAX_SOURCE ||
+      strlen (s->target.name) > SUMS_MAX_TARGET)
+    return fail (error, path, "the checkpoint, source or target name is "
+                 "too long");
+  encode_header (s, h);
+  if (asprintf (&tmp, "%s.tmp", path) == -1)
+    return fail (error, path, strerror (ENOMEM));
   fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
              0644);
   if (fd == -1 || write_all (fd, h, sizeof h) == -1 ||
       write_all (fd, s->digests, s->n * SUMS_DIGEST) == -1 ||
       fdatasync (fd) == -1 || close (fd) == -1) {
-    fd = -1;
     fail (error, tmp, strerror (errno));
-    unlink (tmp);
-    goto out;
+    if (fd >= 0)
+      unlink (tmp);
   }
-  fd = -1;
-  if (rename (tmp, path) == -1) {
-    fail (error, path, strerror (errno));
-    unlink (tmp);
-    goto out;
-  }
-  /* The rename itself made durable. */
-  if ((dir = strdup (path)) != NULL &&
-      (dfd = open (dirname (dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-    fsync (dfd);
-    close (dfd);
-  }
-  r = 0;
-
- out:
-  if (fd >= 0)
-    close (fd);
+  else
+    r = 0;
   free (tmp);
-  free (dir);
   return r;
+}
+
+int
+sums_publish (const char *path, char **error)
+{
+  char *tmp = NULL;
+  int r = 0;
+
+  *error = NULL;
+  if (asprintf (&tmp, "%s.tmp", path) == -1)
+    return fail (error, path, strerror (ENOMEM));
+  if (rename (tmp, path) == -1) {
+    r = fail (error, path, strerror (errno));
+    unlink (tmp);
+  }
+  else
+    sync_dir_of (path);
+  free (tmp);
+  return r;
+}
+
+int
+sums_write (const char *path, const struct sums *s, char **error)
+{
+  if (sums_stage (path, s, error) == -1)
+    return -1;
+  return sums_publish (path, error);
+}
+
+/* The absolute path of a file target (resolved, so that two spellings
+ * of one file agree; one that is not there yet, by its directory), or
+ * a copy of an NBD URI.
+ */
+static char *
+target_name (const char *target)
+{
+  char *abs, *d = NULL, *b = NULL, *dir = NULL, *name = NULL;
+
+  if (is_nbd_uri (target))
+    return strdup (target);
+  if ((abs = realpath (target, NULL)) != NULL)
+    return abs;
+  if ((d = strdup (target)) != NULL && (b = strdup (target)) != NULL &&
+      (dir = realpath (dirname (d), NULL)) != NULL &&
+      asprintf (&name, "%s/%s", dir, basename (b)) == -1)
+    name = NULL;
+  free (d);
+  free (b);
+  free (dir);
+  return name ? name : strdup (target);
+}
+
+int
+sums_bind (struct sums *s, const char *target, bool held)
+{
+  struct sums_target *t = &s->target;
+  struct stat sb;
+  char *name = target_name (target);
+
+  if (name == NULL)
+    return -1;
+  free (t->name);
+  *t = (struct sums_target) { .name = name };
+  if (strlen (name) > SUMS_MAX_TARGET)
+    name[0] = '\0';             /* not recorded: nothing will match it */
+  if (is_nbd_uri (target))
+    return 0;
+  t->format = SUMS_FORMAT_RAW;
+  if (held && bm_stat_settled (target, &sb) == 0 && S_ISREG (sb.st_mode) &&
+      name[0]) {
+    t->held = true;
+    t->dev = sb.st_dev;
+    t->ino = sb.st_ino;
+    t->size = sb.st_size;
+    t->mtime_ns = bm_mtime_ns (&sb);
+  }
+  return 0;
+}
+
+bool
+sums_holds (const struct sums *s, const char *target)
+{
+  const struct sums_target *t = &s->target;
+  struct stat sb;
+
+  return t->held && !is_nbd_uri (target) && stat (target, &sb) == 0 &&
+    S_ISREG (sb.st_mode) && sb.st_dev == t->dev && sb.st_ino == t->ino &&
+    (uint64_t) sb.st_size == t->size && bm_mtime_ns (&sb) == t->mtime_ns &&
+    t->size == s->disk_size;
+}
+
+bool
+sums_made_for (const struct sums *s, const char *target)
+{
+  const struct sums_target *t = &s->target;
+  struct stat sb;
+  char *name;
+  bool same;
+
+  if (t->name[0] == '\0')
+    return false;
+  if (t->held && !is_nbd_uri (target) && stat (target, &sb) == 0 &&
+      sb.st_dev == t->dev && sb.st_ino == t->ino)
+    return true;
+  if ((name = target_name (target)) == NULL)
+    return true;                /* out of memory: the safe answer */
+  same = strcmp (name, t->name) == 0;
+  free (name);
+  return same;
 }

@@ -6,7 +6,7 @@
  * The file: a header of SUMS_HEADER_SIZE bytes, little-endian:
  *
  *    0  8  magic "DBMSUMS\n"
- *    8  4  version (1)
+ *    8  4  version (2; 1 lacks the image record below)
  *   12  4  header size (4096)
  *   16  8  disk size (bytes)
  *   24  8  chunk size (bytes, a power of 2)
@@ -19,9 +19,28 @@
  *   64  1024  the checkpoint the image is at (NUL-terminated)
  * 1088  2048  the source disk's NBD URI (NUL-terminated)
  *
+ * then the record of the image the set was made for (version 2):
+ *
+ * 3136  4  format: 0 unknown, 1 raw, 2 qcow2
+ * 3140  4  flags: 1 = held: the file below held exactly this image
+ *          when the set was written, with this identity
+ * 3144  8  its device, 3152 8 its inode, 3160 8 its size,
+ * 3168  8  its modification time (ns since the epoch, settled:
+ *          mtime.h)
+ * 3176  912  the target: a file's absolute path or an NBD URI, as the
+ *          backup wrote it (NUL-terminated; empty: not known)
+ *
  * then one digest per chunk, 16 bytes each (XXH3-128 in its canonical,
  * big-endian form, as xxhsum prints it); the last chunk may be short.
  * A file is written under a temporary name and renamed into place.
+ *
+ * What a set proves.  Its digests describe the disk at the checkpoint.
+ * That a target holds that image is shown only by the record: a
+ * regular file with the recorded device, inode, size and settled
+ * modification time, and the held flag (sums_holds).  Everything else
+ * (an NBD target, a block device, a file written since, a set of
+ * version 1) holds what it holds: a resync reads it before trusting
+ * it.
  */
 
 #ifndef DIRTYBITMAP_SUMS_H
@@ -37,6 +56,22 @@
 #define SUMS_MAX_CHUNK (1024 * 1024)
 #define SUMS_MAX_CHECKPOINT 1023
 #define SUMS_MAX_SOURCE 2047
+#define SUMS_MAX_TARGET 911
+
+enum sums_format {
+  SUMS_FORMAT_UNKNOWN = 0,
+  SUMS_FORMAT_RAW = 1,
+  SUMS_FORMAT_QCOW2 = 2,
+};
+
+/* The image a set was made for. */
+struct sums_target {
+  char *name;                   /* absolute path or URI; "" unknown */
+  uint32_t format;              /* enum sums_format */
+  bool held;                    /* the identity below is the image's */
+  uint64_t dev, ino, size;
+  int64_t mtime_ns;
+};
 
 struct sums {
   uint64_t disk_size;
@@ -44,6 +79,7 @@ struct sums {
   uint64_t n;                   /* chunks */
   char *checkpoint;
   char *source;
+  struct sums_target target;
   uint8_t *digests;             /* [n][SUMS_DIGEST] */
 };
 
@@ -57,14 +93,40 @@ extern void sums_copy_digests (struct sums *to, const struct sums *from);
 
 /* Read path: 0 and *out, or -1 with *error (malloced) saying what is
  * wrong with it (missing, not a regular file, torn, damaged, ...).
+ * sums_read_header reads and checks the header only (out->digests is
+ * NULL): enough to know what a set describes.
  */
 extern int sums_read (const char *path, struct sums **out, char **error);
+extern int sums_read_header (const char *path, struct sums **out,
+                             char **error);
 
 /* Write s to path atomically (path.tmp, synced, renamed, the
- * directory synced): 0, or -1 with *error.
+ * directory synced): 0, or -1 with *error.  The same in two steps:
+ * sums_stage writes and syncs path.tmp, sums_publish renames it into
+ * place and syncs the directory.
  */
 extern int sums_write (const char *path, const struct sums *s,
                        char **error);
+extern int sums_stage (const char *path, const struct sums *s,
+                       char **error);
+extern int sums_publish (const char *path, char **error);
+
+/* Record in s the target it was made for: a file's absolute path (or
+ * an NBD URI) and format, and, when held (the target holds exactly
+ * the image now, flushed), its identity once its time is settled.  A
+ * target whose identity cannot be taken (not a regular file, a time
+ * that does not settle) is recorded as not held.  -1 on ENOMEM.
+ */
+extern int sums_bind (struct sums *s, const char *target, bool held);
+
+/* Whether target provably holds the image s describes (see above). */
+extern bool sums_holds (const struct sums *s, const char *target);
+
+/* Whether s was made for target (the same file, by device and inode
+ * or by path; the same URI): a run about to write target must first
+ * make s unusable.
+ */
+extern bool sums_made_for (const struct sums *s, const char *target);
 
 extern void sums_free (struct sums *s);
 

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* verify.c: dirtybitmap verify: read an image (a file, a qcow2 chain,
- * or any NBD export) and check every chunk against the checksums of a
- * backup (sums.h).  The reading and hashing is the copy engine's, with
- * a target that keeps nothing and the checksums compared: a chunk
- * whose digest differs is one the copy would have written.  A file is
- * read through qemu-nbd (read-only), which also follows a qcow2
- * image's backing chain.
+/* verify.c: dirtybitmap verify: read an image (a raw file, a qcow2
+ * chain, or any NBD export) and check every chunk against the
+ * checksums of a backup (sums.h).  The reading and hashing is
+ * image_hash's (copy/image.h); this file chooses the format, which is
+ * never guessed from the image's content, and prints the ranges of
+ * chunks that differ.
  */
 
 #include <config.h>
@@ -17,14 +16,9 @@
 #include <string.h>
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
-#include <unistd.h>
-#include <fcntl.h>
-#include <sys/wait.h>
-
-#include <libnbd.h>
 
 #include "copy/copy.h"
+#include "copy/image.h"
 #include "dirtybitmap.h"
 #include "msg.h"
 #include "sums.h"
@@ -34,103 +28,53 @@ static void __attribute__ ((noreturn))
 verify_usage (int status)
 {
   fprintf (status ? stderr : stdout,
-"Usage: %s verify [-p] [--output=human|json] IMAGE_OR_URI SUMS\n"
+"Usage: %s verify [-p] [-f FMT] [--output=human|json] IMAGE_OR_URI SUMS\n"
 "\n"
 "Check an image against the checksums of a backup: read every chunk\n"
-"of IMAGE_OR_URI (a raw or qcow2 file, read through qemu-nbd with its\n"
-"backing chain, or an NBD URI) and compare its XXH3-128 with SUMS (the\n"
-"checksum file a backup wrote).  Exit 0 only if every chunk matches;\n"
-"otherwise the ranges that differ are listed.\n"
+"of IMAGE_OR_URI (a file, or an NBD URI read as it is) and compare its\n"
+"XXH3-128 with SUMS (the checksum file a backup wrote).  Exit 0 only\n"
+"if every chunk matches; otherwise the ranges that differ are listed.\n"
+"The format of a file is never guessed from its content.\n"
 "\n"
+"  -f, --format=FMT      raw: the file's bytes (the default); qcow2: a\n"
+"                        qcow2 image, read through qemu-nbd with its\n"
+"                        backing chain, each link naming its backing\n"
+"                        file's format\n"
 "  -p, --progress        show progress on stderr\n"
 "  --output=human|json   the result as text (default) or JSON\n"
 "\n"
-"Example:\n"
-"  %s verify inc3.qcow2 backup/disk0.c4.sums\n",
-           prog, prog);
+"Examples:\n"
+"  %s verify backup.img backup/disk0.c1.sums\n"
+"  %s verify -f qcow2 inc3.qcow2 backup/disk0.c4.sums\n",
+           prog, prog, prog);
   exit (status);
 }
 
-/* A file served read-only by qemu-nbd on a socket in a directory of
- * our own, until served_stop.
+/* The format of image when -f does not say: what the backup that
+ * wrote s left there.  For now that is always raw (a file target);
+ * once the checksum file records the format its backup wrote, it is
+ * taken from there (image_format_parse) in this one place.  Never
+ * from the image's content.
  */
-struct served {
-  char dir[64];
-  char *uri;
-  pid_t pid;
-};
-
-static int
-serve_file (const char *path, struct served *sv)
+static enum image_format
+written_format (const char *image, const struct sums *s)
 {
-  char sock[128], fmt[8] = "raw", magic[4];
-  int fd, status;
+  (void) image;
+  (void) s;
+  return IMAGE_RAW;
+}
 
-  fd = open (path, O_RDONLY | O_CLOEXEC);
-  if (fd == -1) {
-    bm_error ("verify: %s: %s", path, strerror (errno));
-    return -1;
-  }
-  if (read (fd, magic, 4) == 4 && memcmp (magic, "QFI\xfb", 4) == 0)
-    strcpy (fmt, "qcow2");
-  close (fd);
-  strcpy (sv->dir, "/tmp/dirtybitmap-verify.XXXXXX");
-  if (mkdtemp (sv->dir) == NULL) {
-    bm_error ("verify: mkdtemp: %s", strerror (errno));
-    return -1;
-  }
-  snprintf (sock, sizeof sock, "%s/sock", sv->dir);
-  if (asprintf (&sv->uri, "nbd+unix:///?socket=%s", sock) == -1) {
-    sv->uri = NULL;
-    rmdir (sv->dir);
-    return -1;
-  }
-  sv->pid = fork ();
-  if (sv->pid == 0) {
-    execlp ("qemu-nbd", "qemu-nbd", "-r", "-f", fmt, "-t", "-e", "16",
-            "-k", sock, "--", path, (char *) NULL);
-    fprintf (stderr, "%s: verify: qemu-nbd: %s\n", prog, strerror (errno));
-    _exit (127);
-  }
-  if (sv->pid == -1) {
-    bm_error ("verify: fork: %s", strerror (errno));
-    return -1;
-  }
-  /* Until the socket is there (or qemu-nbd gave up). */
-  for (int i = 0; i < 1000; ++i) {
-    if (access (sock, F_OK) == 0)
-      return 0;
-    if (waitpid (sv->pid, &status, WNOHANG) == sv->pid) {
-      sv->pid = -1;
-      bm_error ("verify: qemu-nbd could not serve %s", path);
-      return -1;
-    }
-    usleep (10000);
-  }
-  bm_error ("verify: qemu-nbd did not start serving %s", path);
-  return -1;
+/* Does chunk i of the image differ from its checksum? */
+static bool
+differs (const struct sums *s, const uint8_t *digests, uint64_t i)
+{
+  return memcmp (digests + i * SUMS_DIGEST, s->digests + i * SUMS_DIGEST,
+                 SUMS_DIGEST) != 0;
 }
 
 static void
-served_stop (struct served *sv)
-{
-  char sock[128];
-
-  if (sv->pid > 0) {
-    kill (sv->pid, SIGTERM);
-    waitpid (sv->pid, NULL, 0);
-  }
-  if (sv->dir[0]) {
-    snprintf (sock, sizeof sock, "%s/sock", sv->dir);
-    unlink (sock);
-    rmdir (sv->dir);
-  }
-  free (sv->uri);
-}
-
-static void
-print_result (const char *image, const struct sums *s, const uint8_t *differ,
-              const struct copy_result *r, bool json)
+print_result (const char *image, const struct sums *s, const uint8_t *digests,
+              const struct image_result *r, bool json)
 {
   json_object *j = NULL, *list = NULL;
   uint64_t i, bad = 0;
@@ -141,9 +85,9 @@ print_result (const char *image, const struct sums *s, const uint8_t *differ,
   }
   for (i = 0; i < s->n; ++i) {
     uint64_t start = i, off, len;
-    if (!differ[i])
+    if (!differs (s, digests, i))
       continue;
-    while (i + 1 < s->n && differ[i + 1])
+    while (i + 1 < s->n && differs (s, digests, i + 1))
       ++i;
     bad += i - start + 1;
     off = start * s->chunk;
@@ -182,32 +126,51 @@ print_result (const char *image, const struct sums *s, const uint8_t *differ,
             image, s->n, *s->checkpoint ? s->checkpoint : "the backup");
 }
 
+/* Why image_hash failed, on stderr. */
+static void
+print_failure (const char *image, const char *sums_path,
+               const struct sums *s, const struct image_result *r)
+{
+  if (r->wrong_size)
+    bm_error ("verify: %s is %" PRIu64 " bytes, but %s has the checksums "
+              "of a disk of %" PRIu64 " bytes", image, r->size, sums_path,
+              s->disk_size);
+  else if (r->interrupted)
+    bm_error ("verify: interrupted: %s not checked to the end", image);
+  else
+    bm_error ("verify: %s", r->error ? r->error : "failed");
+}
+
 int
 do_verify (int argc, char *argv[])
 {
   enum { OUTPUT = 256 };
   static const struct option long_options[] = {
     { "help", no_argument, NULL, 'h' },
+    { "format", required_argument, NULL, 'f' },
     { "progress", no_argument, NULL, 'p' },
     { "output", required_argument, NULL, OUTPUT },
     { NULL }
   };
-  struct copy_options o = { .full = true, .no_target = true };
-  struct copy_result r = { .ok = false };
-  struct served sv = { .pid = -1 };
-  struct copy_sums cs;
+  struct image_result r = { 0 };
+  enum image_format fmt = IMAGE_RAW;
   struct sums *s = NULL;
-  uint8_t *differ = NULL;
-  const char *image;
+  uint8_t *digests = NULL;
+  const char *image, *sums_path, *format = NULL;
   char *error;
   int opt, json = 0, status = EXIT_FAILURE;
-  int64_t size;
-  uint64_t i;
+  bool progress = false;
 
-  while ((opt = getopt_long (argc, argv, "hp", long_options, NULL)) != -1) {
+  while ((opt = getopt_long (argc, argv, "f:hp", long_options, NULL)) != -1) {
     switch (opt) {
     case 'h': verify_usage (EXIT_SUCCESS);
-    case 'p': o.progress = true; break;
+    case 'p': progress = true; break;
+    case 'f':
+      format = optarg;
+      if (image_format_parse (format, &fmt) == -1)
+        return bad_usage ("verify ", "-f %s: the image format is raw (the "
+                          "default) or qcow2", format);
+      break;
     case OUTPUT:
       if ((json = parse_output ("verify ", optarg)) == -1)
         return EXIT_FAILURE;
@@ -219,53 +182,29 @@ do_verify (int argc, char *argv[])
   if (optind != argc - 2)
     return bad_usage ("verify ", "expecting IMAGE_OR_URI and SUMS");
   image = argv[optind];
-  if (sums_read (argv[optind + 1], &s, &error) == -1) {
+  sums_path = argv[optind + 1];
+  if (fmt != IMAGE_RAW && is_nbd_uri (image))
+    return bad_usage ("verify ", "-f %s: %s is an NBD URI, which is read as "
+                      "the server presents it (raw)", format, image);
+  if (sums_read (sums_path, &s, &error) == -1) {
     bm_error ("verify: %s", error ? error : strerror (ENOMEM));
     free (error);
     return EXIT_FAILURE;
   }
-  if (is_nbd_uri (image))
-    o.source = image;
-  else if (serve_file (image, &sv) == -1)
-    goto out;
-  else
-    o.source = sv.uri;
-  if ((size = copy_export_size (o.source, &error)) == -1) {
-    bm_error ("verify: %s", error ? error : strerror (ENOMEM));
-    free (error);
-    goto out;
-  }
-  if ((uint64_t) size != s->disk_size) {
-    bm_error ("verify: %s is %" PRIi64 " bytes, but %s has the checksums "
-              "of a disk of %" PRIu64 " bytes", image, size,
-              argv[optind + 1], s->disk_size);
-    goto out;
-  }
-  differ = calloc (s->n ? s->n : 1, 1);
-  if (differ == NULL) {
+  if (format == NULL)
+    fmt = written_format (image, s);
+  digests = malloc (s->n ? s->n * SUMS_DIGEST : 1);
+  if (digests == NULL)
     bm_error ("verify: %s", strerror (errno));
-    goto out;
+  else if (image_hash (image, fmt, s, s->chunk, s->disk_size, digests,
+                       progress, &r) == -1)
+    print_failure (image, sums_path, s, &r);
+  else {
+    print_result (image, s, digests, &r, json);
+    status = r.differing ? EXIT_FAILURE : EXIT_SUCCESS;
   }
-  cs = (struct copy_sums) { .chunk = s->chunk, .n = s->n,
-                            .digests = s->digests, .compare = true,
-                            .differ = differ };
-  o.sums = &cs;
-  o.target = "(none)";
-  if (copy_run (&o, &r) == -1) {
-    copy_print_failure (&o, &r);
-    goto out;
-  }
-  print_result (image, s, differ, &r, json);
-  status = EXIT_SUCCESS;
-  for (i = 0; i < s->n; ++i)
-    if (differ[i])
-      status = EXIT_FAILURE;
-
- out:
-  copy_result_free (&r);
-  if (sv.uri || sv.dir[0])
-    served_stop (&sv);
-  free (differ);
+  image_result_free (&r);
+  free (digests);
   sums_free (s);
   if (fflush (stdout) == EOF)
     status = EXIT_FAILURE;

@@ -9,6 +9,14 @@
  * after a 0xFF of the agent's; everything before that byte, and any
  * reply that does not carry our id, is skipped.  Then one command at a
  * time, each reply a JSON object.
+ *
+ * The agent is single-threaded: it reads the channel in order and runs
+ * one request at a time, to its end, whoever sent it (qemu's chardev
+ * takes one client at a time; the next one's bytes follow the last
+ * one's).  A request written on the channel is therefore run after
+ * every request written before it, even one that hangs, and even once
+ * its sender is gone.  agent_execute_after relies on that: it needs no
+ * answer to what came before.
  */
 
 #include <config.h>
@@ -27,7 +35,7 @@
 #include "internal.h"
 
 /* Wait until fd is ready for events, by deadline (or a signal, with
- * wake): 0, or -1 with *error.
+ * wake): 0, or AGENT_SILENT or AGENT_GONE with *error.
  */
 static int
 wait_fd (int fd, short events, double deadline, bool wake, char **error)
@@ -42,34 +50,37 @@ wait_fd (int fd, short events, double deadline, bool wake, char **error)
     ms = (deadline - backup_now ()) * 1000;
     if (ms <= 0) {
       *error = strdup ("no answer in time");
-      return -1;
+      return AGENT_SILENT;
     }
     r = poll (p, 2, ms);
     if (r > 0 && (p[1].revents & POLLIN)) {
       *error = strdup ("interrupted");
-      return -1;
+      return AGENT_SILENT;
     }
     if (r > 0)
       return 0;
     if (r == -1 && errno != EINTR) {
       *error = strdup (strerror (errno));
-      return -1;
+      return AGENT_GONE;
     }
   }
 }
 
+/* Send len bytes: 0, or an agent_result with *error. */
 static int
 send_all (int fd, const char *buf, size_t len, double deadline, bool wake,
           char **error)
 {
+  int r;
+
   while (len > 0) {
     ssize_t w;
-    if (wait_fd (fd, POLLOUT, deadline, wake, error) == -1)
-      return -1;
+    if ((r = wait_fd (fd, POLLOUT, deadline, wake, error)) != 0)
+      return r;
     w = send (fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w == -1 && errno != EAGAIN && errno != EINTR) {
       *error = strdup (strerror (errno));
-      return -1;
+      return AGENT_GONE;
     }
     if (w > 0) {
       buf += w;
@@ -79,31 +90,33 @@ send_all (int fd, const char *buf, size_t len, double deadline, bool wake,
   return 0;
 }
 
-/* One byte. */
+/* One byte: 0, or an agent_result with *error. */
 static int
 recv_byte (int fd, double deadline, bool wake, unsigned char *c,
            char **error)
 {
+  int r;
+
   for (;;) {
     ssize_t got;
-    if (wait_fd (fd, POLLIN, deadline, wake, error) == -1)
-      return -1;
+    if ((r = wait_fd (fd, POLLIN, deadline, wake, error)) != 0)
+      return r;
     got = recv (fd, c, 1, MSG_DONTWAIT);
     if (got == 1)
       return 0;
     if (got == 0) {
       *error = strdup ("the agent's channel closed");
-      return -1;
+      return AGENT_GONE;
     }
     if (errno != EAGAIN && errno != EINTR) {
       *error = strdup (strerror (errno));
-      return -1;
+      return AGENT_GONE;
     }
   }
 }
 
 /* The next JSON object on the channel (a 0xFF on the way starts it
- * again).
+ * again): 0, or an agent_result with *error.
  */
 static int
 recv_object (int fd, double deadline, bool wake, json_object **obj,
@@ -111,15 +124,15 @@ recv_object (int fd, double deadline, bool wake, json_object **obj,
 {
   json_tokener *tok = json_tokener_new ();
   unsigned char c;
-  int r = -1;
+  int r;
 
   if (tok == NULL) {
     *error = strdup (strerror (ENOMEM));
-    return -1;
+    return AGENT_GONE;
   }
   for (;;) {
     enum json_tokener_error e;
-    if (recv_byte (fd, deadline, wake, &c, error) == -1)
+    if ((r = recv_byte (fd, deadline, wake, &c, error)) != 0)
       break;
     if (c == 0xFF) {
       json_tokener_reset (tok);
@@ -171,13 +184,20 @@ request (const char *command, json_object *args)
   return req;
 }
 
+/* An id for a guest-sync: its reply carries it back. */
+static int64_t
+sync_id (void)
+{
+  static int64_t n;
+
+  return ((int64_t) getpid () << 20 ^ (int64_t) time (NULL)) + ++n;
+}
+
 int
-agent_connect (const char *path, double deadline, bool wake, int *fdp,
-               char **error)
+agent_open (const char *path, double deadline, bool wake, int *fdp,
+            char **error)
 {
   struct sockaddr_un sun = { .sun_family = AF_UNIX };
-  const int64_t id = (int64_t) getpid () << 20 ^ (int64_t) time (NULL);
-  json_object *args, *reply, *v;
   int fd;
 
   *error = NULL;
@@ -194,22 +214,43 @@ agent_connect (const char *path, double deadline, bool wake, int *fdp,
       *error = NULL;
     goto err;
   }
-  if (wait_fd (fd, POLLOUT, deadline, wake, error) == -1 ||
-      send_all (fd, "\xff", 1, deadline, wake, error) == -1)
+  if (wait_fd (fd, POLLOUT, deadline, wake, error) != 0 ||
+      send_all (fd, "\xff", 1, deadline, wake, error) != 0)
     goto err;
+  *fdp = fd;
+  return 0;
+
+ err:
+  if (*error == NULL)
+    *error = strdup (strerror (errno));
+  if (fd >= 0)
+    close (fd);
+  return -1;
+}
+
+int
+agent_connect (const char *path, double deadline, bool wake, int *fdp,
+               char **error)
+{
+  const int64_t id = sync_id ();
+  json_object *args, *reply, *v;
+  int fd;
+
+  if (agent_open (path, deadline, wake, &fd, error) == -1)
+    return -1;
   args = json_object_new_object ();
   json_object_object_add (args, "id", json_object_new_int64 (id));
   if (send_request (fd, request ("guest-sync-delimited", args), deadline,
-                    wake, error) == -1)
+                    wake, error) != 0)
     goto err;
   /* Skip what came before the agent's 0xFF, and stale replies. */
   for (;;) {
     unsigned char c;
     do {
-      if (recv_byte (fd, deadline, wake, &c, error) == -1)
+      if (recv_byte (fd, deadline, wake, &c, error) != 0)
         goto err;
     } while (c != 0xFF);
-    if (recv_object (fd, deadline, wake, &reply, error) == -1)
+    if (recv_object (fd, deadline, wake, &reply, error) != 0)
       goto err;
     if (json_object_object_get_ex (reply, "return", &v) &&
         json_object_get_int64 (v) == id) {
@@ -224,33 +265,87 @@ agent_connect (const char *path, double deadline, bool wake, int *fdp,
  err:
   if (*error == NULL)
     *error = strdup (strerror (errno));
-  if (fd >= 0)
-    close (fd);
+  close (fd);
   return -1;
 }
 
-int
-agent_execute (int fd, const char *command, double deadline, bool wake,
-               json_object **ret, char **error)
+/* What reply says: its return value in *ret, or its error. */
+static int
+reply_value (json_object *reply, json_object **ret, char **error)
 {
-  json_object *reply, *v, *e;
+  json_object *v, *e;
 
-  *ret = NULL;
-  *error = NULL;
-  if (send_request (fd, request (command, NULL), deadline, wake,
-                    error) == -1 ||
-      recv_object (fd, deadline, wake, &reply, error) == -1)
-    return -1;
   if (json_object_object_get_ex (reply, "return", &v)) {
     *ret = json_object_get (v);
-    json_object_put (reply);
-    return 0;
+    return AGENT_OK;
   }
   if (json_object_object_get_ex (reply, "error", &e) &&
       json_object_object_get_ex (e, "desc", &v))
     *error = strdup (json_object_get_string (v));
   else
     *error = strdup (json_object_to_json_string (reply));
+  return AGENT_REFUSED;
+}
+
+int
+agent_execute (int fd, const char *command, double deadline, bool wake,
+               json_object **ret, char **error)
+{
+  json_object *reply;
+  int r;
+
+  *ret = NULL;
+  *error = NULL;
+  if ((r = send_request (fd, request (command, NULL), deadline, wake,
+                         error)) != 0 ||
+      (r = recv_object (fd, deadline, wake, &reply, error)) != 0)
+    return r;
+  r = reply_value (reply, ret, error);
   json_object_put (reply);
-  return -1;
+  return r;
+}
+
+int
+agent_execute_after (int fd, const char *command, double deadline,
+                     bool wake, json_object **ret, bool *sent,
+                     char **error)
+{
+  const int64_t id = sync_id ();
+  json_object *args, *reply, *last = NULL, *v;
+  int r;
+
+  *ret = NULL;
+  *error = NULL;
+  *sent = false;
+  if ((r = send_request (fd, request (command, NULL), deadline, wake,
+                         error)) != 0)
+    return r;
+  *sent = true;
+  args = json_object_new_object ();
+  json_object_object_add (args, "id", json_object_new_int64 (id));
+  if ((r = send_request (fd, request ("guest-sync", args), deadline, wake,
+                         error)) != 0)
+    return r;
+  /* The replies owed to earlier requests come first, then command's,
+   * then the sync's.
+   */
+  while ((r = recv_object (fd, deadline, wake, &reply, error)) == 0) {
+    if (json_object_object_get_ex (reply, "return", &v) &&
+        json_object_is_type (v, json_type_int) &&
+        json_object_get_int64 (v) == id) {
+      json_object_put (reply);
+      if (last == NULL) {
+        *error = strdup ("its reply was not seen (the guest-sync sent "
+                         "after it was answered)");
+        r = AGENT_REFUSED;
+      }
+      else
+        r = reply_value (last, ret, error);
+      break;
+    }
+    json_object_put (last);
+    last = reply;
+  }
+  json_object_put (last);
+  return r;
 }

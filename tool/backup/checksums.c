@@ -1,6 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* backup/checksums.c: the checksums of each disk's backup (sums.h),
- * and what they allow: how each disk is copied.
+ * and what they allow: how each disk is copied.  The one owner of the
+ * rule (dirtybitmap(1), CHECKSUMS):
+ *
+ *   A set describes one image.  A resync or an incremental trusts it
+ *   only where the target provably holds that image (sums_holds: a
+ *   file with the identity the set recorded); anywhere else the target
+ *   is read first.  And a run that will write a target first makes
+ *   every set describing that target unusable, durably, before its
+ *   first write; its own set is put in place only once the servers
+ *   have committed NEW.
  *
  * Where they live: DIR/BASE.CHECKPOINT.sums, DIR being --sums-dir, or
  * the directory of the target file, or of the Unix socket of an NBD
@@ -12,22 +21,22 @@
  *
  * How a disk is copied (struct disk.mode):
  *   full          no --incremental, or the base cannot be trusted and
- *                 there are no usable checksums of the previous backup;
+ *                 there are no usable checksums of the previous backup
+ *                 (or the target does not exist);
  *   incremental   the base bitmap is there and consistent: its ranges
  *                 only; the previous checksums, if usable, are updated
  *                 (unchanged chunks keep theirs), else none are written;
  *   resync        the base cannot be trusted (missing, inconsistent)
  *                 but the previous checksums can: the whole view is
- *                 read, and only the chunks whose digest differs are
- *                 written.
+ *                 read, and only the chunks that differ from what the
+ *                 target holds are written.  What it holds is the
+ *                 previous set where the target provably holds its
+ *                 image; anywhere else the copy reads the target's
+ *                 chunk before it decides (copy_sums.held).  A file
+ *                 target that is not there gets a full copy.
  * Never less than what changed: checksums that do not describe this
  * disk at this base exactly (another size, chunk size, checkpoint or
  * source, damaged, missing) are not used.
- *
- * A file target is written in place, so once its copy starts the
- * previous checksums made for that same file no longer describe it:
- * they are removed then, and the new ones written when the set is
- * complete.
  */
 
 #include <config.h>
@@ -40,8 +49,10 @@
 #include <libgen.h>
 #include <dirent.h>
 #include <unistd.h>
+#include <fcntl.h>
 
 #include "dirtybitmap.h"
+#include "msg.h"
 #include "internal.h"
 #include "sums.h"
 
@@ -59,6 +70,35 @@ uri_socket (const char *uri)
   return strndup (p, len);
 }
 
+/* Where d's sets live: DIR and BASE (see above), malloced; -1 when d's
+ * sets have no place.
+ */
+static int
+sums_place (const struct set *s, const struct disk *d, char **dirp,
+            char **basep)
+{
+  char *where = is_nbd_uri (d->target) ? uri_socket (d->target)
+    : strdup (d->target);
+  char *dcopy = where ? strdup (where) : NULL;
+  char *bcopy = where ? strdup (where) : NULL;
+  int r = -1;
+
+  if (dcopy && bcopy) {
+    *dirp = strdup (s->sums_dir ? s->sums_dir : dirname (dcopy));
+    *basep = strdup (d->named ? d->name : basename (bcopy));
+    if (*dirp && *basep)
+      r = 0;
+    else {
+      free (*dirp);
+      free (*basep);
+    }
+  }
+  free (where);
+  free (dcopy);
+  free (bcopy);
+  return r;
+}
+
 /* DIR/BASE.CHECKPOINT.sums for d, or NULL when it has no place; its
  * DIR in *dirp if dirp is not NULL.
  */
@@ -66,31 +106,19 @@ static char *
 sums_path (const struct set *s, const struct disk *d,
            const char *checkpoint, char **dirp)
 {
-  char *where = is_nbd_uri (d->target) ? uri_socket (d->target)
-    : strdup (d->target);
-  char *dcopy = NULL, *bcopy = NULL, *path = NULL;
-  const char *dir, *base;
+  char *dir, *base, *path;
 
-  if (where == NULL)
+  if (sums_place (s, d, &dir, &base) == -1)
     return NULL;
-  dcopy = strdup (where);
-  bcopy = strdup (where);
-  if (dcopy && bcopy) {
-    dir = s->sums_dir ? s->sums_dir : dirname (dcopy);
-    base = d->named ? d->name : basename (bcopy);
-    if (asprintf (&path, "%s/%s.%s.sums", dir, base, checkpoint) == -1)
-      path = NULL;
-    if (path && dirp && (*dirp = strdup (dir)) == NULL) {
-      free (path);
-      path = NULL;
-    }
-  }
-  free (where);
-  free (dcopy);
-  free (bcopy);
+  if (asprintf (&path, "%s/%s.%s.sums", dir, base, checkpoint) == -1)
+    path = NULL;
+  if (path && dirp)
+    *dirp = dir;
+  else
+    free (dir);
+  free (base);
   return path;
 }
-
 /* Do the checksums describe d at B exactly?  With B there, their
  * chunks must also be the ones its granularity gives.
  */
@@ -104,6 +132,59 @@ describes (const struct set *s, const struct disk *d, const struct sums *p)
      p->chunk == sums_chunk_for (d->base_granularity));
 }
 
+/* Each set in dir (by its header), with its file name: fn's return
+ * value is summed.  -1 with errno when dir cannot be read.
+ */
+static int
+each_set (const char *dir,
+          int (*fn) (const char *path, const char *name,
+                     const struct sums *x, void *opaque),
+          void *opaque, int *sum)
+{
+  struct dirent *e;
+  struct sums *x;
+  char *path, *error;
+  size_t len;
+  DIR *dp;
+
+  *sum = 0;
+  if ((dp = opendir (dir)) == NULL)
+    return -1;
+  while ((e = readdir (dp)) != NULL) {
+    len = strlen (e->d_name);
+    if (len <= 5 || strcmp (e->d_name + len - 5, ".sums") != 0 ||
+        asprintf (&path, "%s/%s", dir, e->d_name) == -1)
+      continue;
+    if (sums_read_header (path, &x, &error) == 0)
+      *sum += fn (path, e->d_name, x, opaque);
+    sums_free (x);
+    free (error);
+    free (path);
+  }
+  closedir (dp);
+  return 0;
+}
+
+struct search {
+  const struct set *s;
+  const struct disk *d;
+  char *found;
+};
+
+static int
+search_one (const char *path, const char *name, const struct sums *x,
+            void *opaque)
+{
+  struct search *k = opaque;
+  (void) name;
+
+  if (!describes (k->s, k->d, x))
+    return 0;
+  free (k->found);
+  k->found = strdup (path);
+  return 1;
+}
+
 /* The one set in dir at B that describes d, under any name (the
  * previous backup went to a target of another name): its path, or
  * NULL with *why.
@@ -112,90 +193,64 @@ static char *
 search_dir (const struct set *s, const struct disk *d, const char *dir,
             char **why)
 {
-  char suffix[SUMS_MAX_CHECKPOINT + 8], *found = NULL, *path, *error;
-  size_t slen, found_n = 0;
-  struct dirent *e;
-  struct sums *p;
-  DIR *dp;
+  struct search k = { .s = s, .d = d };
+  int n;
 
-  snprintf (suffix, sizeof suffix, ".%s.sums", s->incremental);
-  slen = strlen (suffix);
-  if ((dp = opendir (dir)) == NULL)
+  if (each_set (dir, search_one, &k, &n) == -1 || n == 0) {
+    free (k.found);
     return NULL;
-  while ((e = readdir (dp)) != NULL) {
-    size_t len = strlen (e->d_name);
-    if (len <= slen || strcmp (e->d_name + len - slen, suffix) != 0 ||
-        asprintf (&path, "%s/%s", dir, e->d_name) == -1)
-      continue;
-    if (sums_read (path, &p, &error) == 0 && describes (s, d, p)) {
-      found_n++;
-      free (found);
-      found = path;
-      path = NULL;
-    }
-    sums_free (p);
-    free (error);
-    free (path);
   }
-  closedir (dp);
-  if (found_n > 1) {
+  if (n > 1) {
     free (*why);
     if (asprintf (why, "%s: several sets of checksums at %s for this "
                   "disk: name the disk (name=) to choose", dir,
                   s->incremental) == -1)
       *why = NULL;
-    free (found);
+    free (k.found);
     return NULL;
   }
-  return found;
+  return k.found;
 }
 
-/* The previous checksums of d, if they describe it at B exactly. */
+/* The previous checksums of d, if they describe it at B exactly:
+ * under d's own name, or else the one such set in DIR.
+ */
 static struct sums *
 previous (const struct set *s, struct disk *d, char **why)
 {
-  struct sums *prev;
+  struct sums *prev = NULL;
   char *dir = NULL, *other;
-  char *path = sums_path (s, d, s->incremental, &dir), *error = NULL;
+  char *path = sums_path (s, d, s->incremental, &dir);
 
   *why = NULL;
   if (path == NULL) {
     *why = strdup ("no place for checksums (--sums-dir)");
     return NULL;
   }
-  if (sums_read (path, &prev, &error) == -1) {
-    *why = error;
-    other = search_dir (s, d, dir, why);
-    free (dir);
-    if (other == NULL) {
-      free (path);
-      return NULL;
-    }
+  if (sums_read (path, &prev, why) == -1 &&
+      (other = search_dir (s, d, dir, why)) != NULL) {
     free (path);
-    free (*why);
-    *why = NULL;
     path = other;
-    if (sums_read (path, &prev, why) == -1) {
-      free (path);
-      return NULL;
-    }
+    free (*why);
+    if (sums_read (path, &prev, why) == -1)
+      prev = NULL;
   }
-  else {
-    d->prev_in_place = !is_nbd_uri (d->target);
-    free (dir);
-  }
-  if (!describes (s, d, prev)) {
+  free (dir);
+  if (prev && !describes (s, d, prev)) {
     if (asprintf (why, "%s: the checksums of another disk, checkpoint, "
                   "size or chunk size (%s at %s, %" PRIu64 " bytes in "
                   "chunks of %" PRIu64 ")", path, prev->source,
                   prev->checkpoint, prev->disk_size, prev->chunk) == -1)
       *why = NULL;
     sums_free (prev);
+    prev = NULL;
+  }
+  if (prev == NULL) {
     free (path);
-    d->prev_in_place = false;
     return NULL;
   }
   d->prev_sums_path = path;
+  d->prev_holds = sums_holds (prev, d->target);
   return prev;
 }
 
@@ -206,10 +261,46 @@ checksums_find (struct set *s, struct disk *d)
     d->prev = previous (s, d, &d->prev_why);
 }
 
+/* Can d's target be read to compare with, where it is not known to
+ * hold prev's image?  An NBD target is read by the copy; a file must
+ * be there.  -1 with *why.
+ */
+static int
+target_readable (const struct disk *d, char **why)
+{
+  if (is_nbd_uri (d->target) || access (d->target, F_OK) == 0)
+    return 0;
+  if (asprintf (why, "%s: %s", d->target, strerror (errno)) == -1)
+    *why = NULL;
+  return -1;
+}
+
+/* A resync, said: from the previous set, or from what the target was
+ * read to hold.
+ */
+static void
+say_resync (const struct set *s, const struct disk *d, bool base_there)
+{
+  if (d->prev_holds)
+    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s: a resync (the "
+             "whole disk read, only what differs from %s written)\n",
+             prog, d->name, s->incremental,
+             base_there ? "is inconsistent" : "is missing",
+             d->prev_sums_path);
+  else
+    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s: a resync (the "
+             "whole disk read, only what differs from what %s holds "
+             "written, as nothing shows that it holds the image of %s)\n",
+             prog, d->name, s->incremental,
+             base_there ? "is inconsistent" : "is missing", d->target,
+             d->prev_sums_path);
+}
+
 void
 checksums_plan (struct set *s, struct disk *d, bool base_there,
                 bool base_consistent)
 {
+  char *unread = NULL;
   const char *why = d->prev_why ? d->prev_why : strerror (ENOMEM);
 
   d->mode = MODE_FULL;
@@ -217,14 +308,16 @@ checksums_plan (struct set *s, struct disk *d, bool base_there,
     return;
   if (base_there && base_consistent)
     d->mode = MODE_INCREMENTAL;
-  else if (d->prev)
+  else if (d->prev && (d->prev_holds || target_readable (d, &unread) == 0))
     d->mode = MODE_RESYNC;
   if (d->mode == MODE_RESYNC)
-    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s: a resync (the "
-             "whole disk read, only what differs from %s written)\n",
+    say_resync (s, d, base_there);
+  else if (d->mode == MODE_FULL && unread)
+    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s, and the target "
+             "cannot be read to compare with %s (%s): a full copy\n",
              prog, d->name, s->incremental,
              base_there ? "is inconsistent" : "is missing",
-             d->prev_sums_path);
+             d->prev_sums_path, unread);
   else if (d->mode == MODE_FULL)
     fprintf (stderr, "%s: backup: disk %s: bitmap %s %s and there are no "
              "usable checksums of the previous backup (%s): a full copy\n",
@@ -234,32 +327,85 @@ checksums_plan (struct set *s, struct disk *d, bool base_there,
     fprintf (stderr, "%s: backup: disk %s: no checksums will be written "
              "for this backup: those of the previous one are not usable "
              "(%s)\n", prog, d->name, why);
+  free (unread);
 }
 
-int
-checksums_prepare (struct set *s, struct disk *d)
-{
-  uint64_t chunk;
-  char *error;
+/* Whether set x (file name in DIR) may describe d's target, or an
+ * older NEW of d: then it goes before the target is written.  A set
+ * of version 1 records no target: the one named after it is its.
+ */
+struct claim {
+  const struct set *s;
+  const struct disk *d;
+  const char *base;             /* BASE in DIR/BASE.CHECKPOINT.sums */
+};
 
-  d->o.full = d->mode != MODE_INCREMENTAL;
-  if (d->mode == MODE_INCREMENTAL && d->prev == NULL)
-    return 0;
-  if (d->mode == MODE_INCREMENTAL &&
-      d->prev->chunk > d->base_granularity) {
-    /* A chunk would take in clean granules, which an incremental view
-     * does not hold: nothing to hash them from.
-     */
-    fprintf (stderr, "%s: backup: disk %s: no checksums will be written "
-             "for this backup: bitmap %s's granularity (%" PRIu64 ") is "
-             "smaller than a checksum chunk (%" PRIu64 ")\n", prog,
-             d->name, s->incremental, d->base_granularity, d->prev->chunk);
-    return 0;
+static int
+claim_one (const char *path, const char *name, const struct sums *x,
+           void *opaque)
+{
+  const struct claim *k = opaque;
+  const struct set *s = k->s;
+  const struct disk *d = k->d;
+  size_t blen = strlen (k->base);
+
+  if (sums_made_for (x, d->target) ||
+      (strcmp (x->checkpoint, s->checkpoint) == 0 &&
+       strcmp (x->source, d->source) == 0) ||
+      (x->target.name[0] == '\0' && !d->named &&
+       strncmp (name, k->base, blen) == 0 && name[blen] == '.' &&
+       strncmp (name + blen + 1, x->checkpoint, strlen (x->checkpoint)) == 0
+       && strcmp (name + blen + 1 + strlen (x->checkpoint), ".sums") == 0)) {
+    if (unlink (path) == -1 && errno != ENOENT)
+      return 1;
+    bm_debug ("backup: disk %s: %s no longer describes what is there: "
+           "removed", d->name, path);
   }
-  d->sums_path = sums_path (s, d, s->checkpoint, NULL);
-  if (d->sums_path == NULL)
+  return 0;
+}
+
+/* Before d's target is written: every set in DIR that describes it,
+ * or an older NEW of this disk, removed, and the removal made durable.
+ */
+static int
+claim (struct set *s, struct disk *d)
+{
+  char *dir, *base, *tmp = NULL;
+  struct claim k = { .s = s, .d = d };
+  int failed = 0, dfd = -1, r = -1;
+
+  if (sums_place (s, d, &dir, &base) == -1)
+    return 0;                   /* no place: no sets */
+  k.base = base;
+  if (asprintf (&tmp, "%s/%s.%s.sums.tmp", dir, base, s->checkpoint) == -1)
+    tmp = NULL;
+  if (tmp && unlink (tmp) == -1 && errno != ENOENT)
+    disk_fail (d, "%s: %s", tmp, strerror (errno));
+  else if (each_set (dir, claim_one, &k, &failed) == -1 && errno != ENOENT)
+    disk_fail (d, "checksums: %s: %s", dir, strerror (errno));
+  else if (failed)
+    disk_fail (d, "checksums: a set describing %s could not be removed "
+               "from %s", d->target, dir);
+  else if ((dfd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0 &&
+           fsync (dfd) == -1)
+    disk_fail (d, "checksums: %s: fsync: %s", dir, strerror (errno));
+  else
+    r = 0;
+  if (dfd >= 0)
+    close (dfd);
+  free (tmp);
+  free (dir);
+  free (base);
+  return r;
+}
+/* d's new set, from the previous one's digests, or none. */
+static int
+new_set (struct set *s, struct disk *d)
+{
+  uint64_t chunk = d->prev ? d->prev->chunk : sums_chunk_for (d->granularity);
+
+  if ((d->sums_path = sums_path (s, d, s->checkpoint, NULL)) == NULL)
     return 0;
-  chunk = d->prev ? d->prev->chunk : sums_chunk_for (d->granularity);
   d->sums = sums_new (d->size, chunk, s->checkpoint, d->source);
   if (d->sums == NULL) {
     disk_fail (d, "checksums: %s", strerror (ENOMEM));
@@ -277,19 +423,38 @@ checksums_prepare (struct set *s, struct disk *d)
     d->sums = NULL;
     return 0;
   }
+  /* A full copy or a resync leaves the target equal to the set; an
+   * incremental only if it held the previous image.
+   */
+  d->sums_held = !is_nbd_uri (d->target) &&
+    (d->mode != MODE_INCREMENTAL || d->prev_holds);
   d->cs = (struct copy_sums) {
     .chunk = chunk, .n = d->sums->n, .digests = d->sums->digests,
     .compare = d->mode == MODE_RESYNC,
+    .held = d->mode == MODE_RESYNC && !d->prev_holds,
   };
   d->o.sums = &d->cs;
-  d->o.full = d->mode != MODE_INCREMENTAL;
-  /* In place: from now on the old set does not describe the file. */
-  if (d->prev_in_place &&
-      unlink (d->prev_sums_path) == -1 && errno != ENOENT) {
-    error = strerror (errno);
-    disk_fail (d, "%s: %s", d->prev_sums_path, error);
+  return 0;
+}
+
+int
+checksums_prepare (struct set *s, struct disk *d)
+{
+  if (claim (s, d) == -1)
     return -1;
+  if (d->mode == MODE_INCREMENTAL && d->prev &&
+      d->prev->chunk > d->base_granularity) {
+    /* A chunk would take in clean granules, which an incremental view
+     * does not hold: nothing to hash them from.
+     */
+    fprintf (stderr, "%s: backup: disk %s: no checksums will be written "
+             "for this backup: bitmap %s's granularity (%" PRIu64 ") is "
+             "smaller than a checksum chunk (%" PRIu64 ")\n", prog,
+             d->name, s->incremental, d->base_granularity, d->prev->chunk);
   }
+  else if ((d->mode != MODE_INCREMENTAL || d->prev) && new_set (s, d) == -1)
+    return -1;
+  d->o.full = d->mode != MODE_INCREMENTAL;
   return 0;
 }
 
@@ -303,26 +468,55 @@ checksums_write (struct set *s)
     struct disk *d = &s->disks[i];
     if (d->sums == NULL)
       continue;
-    if (sums_write (d->sums_path, d->sums, &error) == -1) {
+    if (sums_bind (d->sums, d->target, d->sums_held) == -1) {
+      disk_fail (d, "checksums: %s", strerror (ENOMEM));
+      return -1;
+    }
+    if (sums_stage (d->sums_path, d->sums, &error) == -1) {
       disk_fail (d, "checksums: %s", error ? error : strerror (ENOMEM));
       free (error);
       return -1;
     }
-    d->sums_written = true;
+    d->sums_staged = true;
   }
   return 0;
+}
+
+void
+checksums_publish (struct set *s)
+{
+  size_t i;
+  char *error;
+
+  for (i = 0; i < s->n; ++i) {
+    struct disk *d = &s->disks[i];
+    if (!d->sums_staged)
+      continue;
+    if (sums_publish (d->sums_path, &error) == 0)
+      d->sums_written = true;
+    else
+      fprintf (stderr, "%s: backup: disk %s: the backup is complete, but "
+               "its checksums could not be put in place (%s): the next "
+               "backup of this disk will have none to build on\n", prog,
+               d->name, error ? error : strerror (ENOMEM));
+    free (error);
+  }
 }
 
 void
 checksums_undo (struct set *s)
 {
   size_t i;
+  char *tmp;
 
-  for (i = 0; i < s->n; ++i)
-    if (s->disks[i].sums_written) {
-      unlink (s->disks[i].sums_path);
-      s->disks[i].sums_written = false;
+  for (i = 0; i < s->n; ++i) {
+    struct disk *d = &s->disks[i];
+    if (d->sums_staged && asprintf (&tmp, "%s.tmp", d->sums_path) != -1) {
+      unlink (tmp);
+      free (tmp);
     }
+    d->sums_staged = false;
+  }
 }
 
 void
@@ -333,4 +527,11 @@ checksums_free (struct disk *d)
   free (d->sums_path);
   free (d->prev_sums_path);
   free (d->prev_why);
+}
+
+char *
+checksums_path (const struct set *s, const struct disk *d,
+                const char *checkpoint)
+{
+  return sums_path (s, d, checkpoint, NULL);
 }

@@ -103,6 +103,10 @@ remove_base (const struct set *s, const struct disk *d)
 static bool is_leftover (const struct disk *d) { return d->leftover; }
 static bool is_paused (const struct disk *d) { return d->paused; }
 static bool is_begun (const struct disk *d) { return d->begun; }
+static bool has_base (const struct disk *d)
+{
+  return d->base_granularity != 0;
+}
 
 static double
 control_deadline (void)
@@ -375,9 +379,12 @@ cut_end (struct set *s)
   /* The backup is complete: from here on, NEW is meant to stay. */
   for (i = 0; i < s->n; ++i)
     s->disks[i].added = false;
+  /* B is removed where it is: on a disk that lost it (a resync, or a
+   * full copy), there is nothing to remove.
+   */
   if (s->remove_incremental &&
-      servers_call (s, "transaction", remove_base, NULL, control_deadline (),
-                    false, NULL) == -1)
+      servers_call (s, "transaction", remove_base, has_base,
+                    control_deadline (), false, NULL) == -1)
     for (i = 0; i < s->n; ++i) {
       struct disk *d = &s->disks[i];
       if (d->error == NULL)

@@ -114,44 +114,64 @@ agent_freeze (struct set *s, double deadline, char **error)
   }
   s->freeze_sent = true;
   if (agent_execute (s->agent_fd, "guest-fsfreeze-freeze", deadline, true,
-                     &ret, &e) == -1) {
+                     &ret, &e) != AGENT_OK) {
     if (asprintf (error, "--guest-agent %s: guest-fsfreeze-freeze: %s",
                   s->agent, e) == -1)
       *error = NULL;
     free (e);
-    /* Out of step: the thaw starts a new connection. */
-    close (s->agent_fd);
-    s->agent_fd = -1;
+    /* The connection stays, even out of step: the thaw goes on it,
+     * behind the freeze (agent_thaw).
+     */
     return -1;
   }
   json_object_put (ret);
   return 0;
 }
 
+/* The thaw is written behind the freeze: on the freeze's connection,
+ * or if that one failed, on a new one, without awaiting a sync first.
+ * The agent runs one request at a time, in the order of its channel,
+ * so it runs this thaw as soon as it is done with the freeze, even
+ * when the freeze has not answered yet and this process is gone by
+ * then.  (Awaiting a guest-sync-delimited before sending the thaw
+ * would not do: a single-threaded agent answers it only once the
+ * freeze is done, and a thaw never sent never runs.)
+ */
 static int
 agent_thaw (struct set *s, double deadline, char **error)
 {
   json_object *ret;
   char *e = NULL;
+  bool sent = false, sent_now;
+  int r = AGENT_GONE, attempt;
 
-  if (s->agent_fd == -1 &&
-      agent_connect (s->agent, deadline, false, &s->agent_fd, &e) == -1)
-    goto fail;
-  if (agent_execute (s->agent_fd, "guest-fsfreeze-thaw", deadline, false,
-                     &ret, &e) == -1)
-    goto fail;
-  json_object_put (ret);
-  return 0;
-
- fail:
-  if (asprintf (error, "--guest-agent %s: guest-fsfreeze-thaw: %s",
-                s->agent, e) == -1)
+  for (attempt = 0; attempt < 2 && r == AGENT_GONE; ++attempt) {
+    free (e);
+    e = NULL;
+    if (s->agent_fd == -1 &&
+        agent_open (s->agent, deadline, false, &s->agent_fd, &e) == -1)
+      break;
+    r = agent_execute_after (s->agent_fd, "guest-fsfreeze-thaw", deadline,
+                             false, &ret, &sent_now, &e);
+    sent |= sent_now;
+    if (r != AGENT_OK) {
+      /* Out of step, or gone: a new connection for what follows. */
+      close (s->agent_fd);
+      s->agent_fd = -1;
+    }
+  }
+  if (r == AGENT_OK) {
+    json_object_put (ret);
+    return 0;
+  }
+  if (asprintf (error, "--guest-agent %s: guest-fsfreeze-thaw: %s%s",
+                s->agent, e ? e : strerror (ENOMEM),
+                r == AGENT_SILENT && sent
+                ? " (it was sent after the freeze: the agent runs it as "
+                "soon as it is done freezing; guest-fsfreeze-status "
+                "tells)" : "") == -1)
     *error = NULL;
   free (e);
-  if (s->agent_fd >= 0) {
-    close (s->agent_fd);
-    s->agent_fd = -1;
-  }
   return -1;
 }
 

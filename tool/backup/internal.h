@@ -5,6 +5,8 @@
  *
  * backup/set.c       the set and its disks: --disk read, the views'
  *                    URIs, errors recorded
+ * backup/places.c    no two disks in one place: names, control
+ *                    sockets, targets, checksums compared
  * backup/servers.c   one control connection per disk: a request sent
  *                    to every server at once, the replies awaited
  *                    together until a deadline
@@ -81,14 +83,15 @@ struct disk {
 
   /* Checksums (backup/checksums.c). */
   enum copy_mode mode;
-  struct sums *prev;            /* the previous backup's, if usable */
+  struct sums *prev;            /* the disk at B, if a set says so */
   char *prev_sums_path;
-  bool prev_in_place;           /* prev is the set of this very target
-                                 * file, which the copy changes */
+  bool prev_holds;              /* target provably holds prev's image */
   char *prev_why;               /* why prev is NULL */
   struct sums *sums;            /* this backup's, or NULL: none */
   char *sums_path;
-  bool sums_written;
+  bool sums_held;               /* the target will hold what sums says */
+  bool sums_staged;             /* written as sums_path.tmp */
+  bool sums_written;            /* and put in place */
   struct copy_sums cs;
 };
 
@@ -153,6 +156,14 @@ extern int disk_prepare (struct disk *d, const char *view,
 /* What set.c gave d (checksums_free frees the rest). */
 extern void disk_free (struct disk *d);
 
+/* backup/places.c */
+
+/* Before anything: no two disks of s share a name, a control socket,
+ * a target or a place for their checksums.  -1 with a malloced message
+ * in *error naming both disks and what they share.
+ */
+extern int set_check_disks (const struct set *s, char **error);
+
 /* backup/servers.c */
 
 /* Connect to every disk's control socket. */
@@ -184,7 +195,7 @@ extern int cut_check (struct set *s);
 extern int cut_make (struct set *s);
 /* Whether every view held to the end (none broke). */
 extern int cut_views_ok (struct set *s);
-/* End every view; then with --remove-incremental remove B. */
+/* End every view; then with --remove-incremental remove B where it is. */
 extern int cut_end (struct set *s);
 /* After a failure: every server resumed, every view ended, NEW
  * removed where this run added it, the guest thawed.
@@ -201,12 +212,42 @@ extern int thaw_guest (struct set *s);
 
 /* backup/agent.c: a qemu-guest-agent on a Unix socket.  Every wait
  * ends at deadline (monotonic seconds) or, with wake, on a signal.
- * *error says why on -1.
+ * *error says why on failure.
+ */
+
+/* What a request came to. */
+enum agent_result {
+  AGENT_OK = 0,                 /* answered: *ret is its return value */
+  AGENT_REFUSED = -1,           /* answered with an error */
+  AGENT_SILENT = -2,            /* no answer by the deadline (or a
+                                 * signal): what was sent stays queued,
+                                 * the connection is out of step */
+  AGENT_GONE = -3,              /* the connection failed: what was sent
+                                 * may not have reached the agent */
+};
+
+/* Connect and send a 0xFF (which resets the agent's parser), awaiting
+ * nothing: 0, or -1.
+ */
+extern int agent_open (const char *path, double deadline, bool wake,
+                       int *fd, char **error);
+/* agent_open, then guest-sync-delimited awaited: the channel in step,
+ * the agent alive.  0, or -1.
  */
 extern int agent_connect (const char *path, double deadline, bool wake,
                           int *fd, char **error);
+/* Send command and await its reply (on a connection in step). */
 extern int agent_execute (int fd, const char *command, double deadline,
                           bool wake, json_object **ret, char **error);
+/* Send command, then a guest-sync, and take as command's reply the one
+ * just before the sync's: right even while earlier requests on fd (a
+ * freeze that has not answered) still owe theirs.  *sent: command was
+ * written on the channel, so the agent runs it after them.
+ */
+extern int agent_execute_after (int fd, const char *command,
+                                double deadline, bool wake,
+                                json_object **ret, bool *sent,
+                                char **error);
 
 /* backup/checksums.c */
 
@@ -217,13 +258,26 @@ extern void checksums_find (struct set *s, struct disk *d);
  */
 extern void checksums_plan (struct set *s, struct disk *d, bool base_there,
                             bool base_consistent);
-/* After the cut: d's new set, and d->o set to keep it. */
+/* After the cut, before d's target is written: every set that
+ * describes the target, or an older NEW of this disk, made unusable;
+ * d's new set, and d->o set to keep it.
+ */
 extern int checksums_prepare (struct set *s, struct disk *d);
-/* Once every copy is complete: write every disk's set. */
+/* Once every copy is complete: every disk's set written under its
+ * temporary name, not yet in place.
+ */
 extern int checksums_write (struct set *s);
+/* Once the servers have committed NEW (cut_end): the sets put in
+ * place.  What fails is said, and costs the next backup its
+ * checksums, never the backup.
+ */
+extern void checksums_publish (struct set *s);
 /* The backup failed after all: remove the sets written. */
 extern void checksums_undo (struct set *s);
 extern void checksums_free (struct disk *d);
+/* Where d's checksums at checkpoint live (malloced), or NULL: nowhere. */
+extern char *checksums_path (const struct set *s, const struct disk *d,
+                             const char *checkpoint);
 
 /* backup/copies.c: every disk's view copied to its target, one thread
  * per disk; the first failure stops the others.
@@ -237,5 +291,9 @@ extern void report_summary (FILE *fp, const struct set *s, bool ok,
 /* The manifest, atomically (FILE.tmp, then renamed). */
 extern int report_manifest (const struct set *s, bool ok,
                             const char *path);
+/* Before anything: whether the manifest can be written at path (its
+ * FILE.tmp created, FILE replaced).  -1 with a malloced *error.
+ */
+extern int report_manifest_ready (const char *path, char **error);
 
 #endif /* DIRTYBITMAP_BACKUP_INTERNAL_H */

@@ -2,7 +2,9 @@
 /* backup/report.c: what a backup reports once it has ended: the
  * summary on stdout (a line per disk and one for the cut, or one JSON
  * object), and the manifest, the record of the set (dirtybitmap(1),
- * THE MANIFEST).
+ * THE MANIFEST).  The manifest's place is checked before anything
+ * changes: once the set is committed, a manifest that cannot be
+ * written no longer makes the backup fail.
  */
 
 #include <config.h>
@@ -13,8 +15,11 @@
 #include <inttypes.h>
 #include <string.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "dirtybitmap.h"
 #include "internal.h"
@@ -247,5 +252,54 @@ report_manifest (const struct set *s, bool ok, const char *path)
   }
   free (tmp);
   json_object_put (m);
+  return r;
+}
+
+int
+report_manifest_ready (const char *path, char **error)
+{
+  struct stat sb, dsb;
+  char *tmp = NULL, *dcopy = NULL;
+  int fd, r = -1;
+
+  *error = NULL;
+  if (asprintf (&tmp, "%s.tmp", path) == -1 ||
+      (dcopy = strdup (path)) == NULL) {
+    tmp = NULL;
+    goto out;
+  }
+  /* It is written as FILE.tmp, then renamed over FILE. */
+  if (lstat (path, &sb) == 0 && S_ISDIR (sb.st_mode)) {
+    if (asprintf (error, "--manifest %s: is a directory", path) == -1)
+      *error = NULL;
+    goto out;
+  }
+  fd = open (tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd == -1 && errno == EEXIST)
+    fd = open (tmp, O_WRONLY | O_CLOEXEC);
+  if (fd == -1) {
+    if (asprintf (error, "--manifest %s: cannot write %s: %s", path, tmp,
+                  strerror (errno)) == -1)
+      *error = NULL;
+    goto out;
+  }
+  close (fd);
+  unlink (tmp);
+  /* A sticky directory keeps another user's FILE from being replaced. */
+  if (lstat (path, &sb) == 0 && stat (dirname (dcopy), &dsb) == 0 &&
+      (dsb.st_mode & S_ISVTX) && geteuid () != 0 &&
+      sb.st_uid != geteuid () && dsb.st_uid != geteuid ()) {
+    if (asprintf (error, "--manifest %s: cannot be replaced: it belongs "
+                  "to another user, in a sticky directory", path) == -1)
+      *error = NULL;
+    goto out;
+  }
+  r = 0;
+
+ out:
+  if (r == -1 && *error == NULL)
+    *error = strdup (strerror (ENOMEM));
+  free (tmp);
+  free (dcopy);
   return r;
 }

@@ -37,18 +37,25 @@
  * read or zeroed gets its digest in digests[i], the rest keep theirs.
  * With compare, a chunk whose new digest equals the one already in
  * digests[i] is not written (a resync), and differ[i], if differ is
- * not NULL, says which chunks were.
+ * not NULL, says which chunks were.  With held too, the digest
+ * compared with is not the one in digests[i] but that of what the
+ * target holds there, read just before (a target not known to hold
+ * the image of any set).
  */
 struct copy_sums {
   uint64_t chunk;               /* a power of 2 */
   uint64_t n;                   /* chunks: the source must have as many */
   uint8_t *digests;             /* [chunks][SUMS_DIGEST] */
   bool compare;
+  bool held;                    /* compare with what the target holds */
   uint8_t *differ;              /* [chunks], or NULL */
 };
 
 struct copy_options {
   const char *source;           /* NBD URI */
+  const char *source_name;      /* how messages name the source (an
+                                 * image served for the copy), or NULL:
+                                 * its URI */
   const char *target;           /* a file, a block device or an NBD URI */
   bool full;                    /* every byte, not only the dirty ones */
   bool progress;                /* the progress display on stderr */

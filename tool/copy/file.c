@@ -333,6 +333,37 @@ file_zero (struct target *t, unsigned conn, uint64_t count, uint64_t offset,
   return done (zero_range ((struct file_target *) t, count, offset), cb);
 }
 
+/* pread until count bytes, or the end of the file: the rest zeroes. */
+static int
+pread_all (struct file_target *f, void *buf, size_t count, uint64_t offset)
+{
+  char *p = buf;
+  ssize_t r;
+
+  while (count > 0) {
+    r = pread (f->fd, p, count, offset);
+    if (r == -1 && errno == EINTR)
+      continue;
+    if (r == -1)
+      return -1;
+    if (r == 0) {
+      memset (p, 0, count);
+      break;
+    }
+    p += r;
+    count -= r;
+    offset += r;
+  }
+  return 0;
+}
+
+static int
+file_read (struct target *t, unsigned conn, void *buf, size_t count,
+           uint64_t offset, struct target_cb cb)
+{
+  return done (pread_all ((struct file_target *) t, buf, count, offset), cb);
+}
+
 static const char *
 file_last_error (struct target *t, int err)
 {
@@ -442,6 +473,7 @@ static const struct target_ops file_ops = {
   .connect = file_connect,
   .write = file_write,
   .zero = file_zero,
+  .read = file_read,
   .last_error = file_last_error,
   .get_fd = file_get_fd,
   .notify = file_notify,

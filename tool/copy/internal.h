@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* copy/internal.h: what the parts of the copy engine share.  The
- * engine is this folder; copy.h is all its users see (the copy and
- * backup subcommands, tool/copy.c and tool/backup.c).
+ * engine is this folder; copy.h and image.h are all its users see (the
+ * copy, backup and verify subcommands).
  *
  * copy/run.c        copy_run: connect, check, list, copy, flush, close
  * copy/error.c      errors as values: the first one kept
@@ -12,9 +12,13 @@
  * copy/target.h     the interface of a target, and its two kinds:
  * copy/file.c         a regular file or a block device
  * copy/nbd.c          an NBD server
+ * copy/null.c         one that keeps nothing (a copy that only reads)
  * copy/progress.c   the progress display
  * copy/interrupt.c  SIGINT and SIGTERM while a copy runs
  * copy/summary.c    the summary (text or JSON) and failure messages
+ * copy/image.c      image_hash (image.h): the digest of every chunk of
+ *                   an image: a raw file read here, anything else
+ *                   through copy_run with the null target
  */
 
 #ifndef DIRTYBITMAP_COPY_INTERNAL_H

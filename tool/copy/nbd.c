@@ -125,6 +125,16 @@ nbd_target_zero (struct target *t, unsigned conn, uint64_t count,
   return r == -1 ? -1 : 0;
 }
 
+static int
+nbd_target_read (struct target *t, unsigned conn, void *buf, size_t count,
+                 uint64_t offset, struct target_cb cb)
+{
+  struct nbd_target *n = (struct nbd_target *) t;
+  nbd_completion_callback c = { .callback = cb.fn, .user_data = cb.opaque };
+
+  return nbd_aio_pread (n->h[conn], buf, count, offset, c, 0) == -1 ? -1 : 0;
+}
+
 static const char *
 nbd_target_last_error (struct target *t, int err)
 {
@@ -216,6 +226,7 @@ static const struct target_ops nbd_ops = {
   .connect = nbd_target_connect,
   .write = nbd_target_write,
   .zero = nbd_target_zero,
+  .read = nbd_target_read,
   .last_error = nbd_target_last_error,
   .get_fd = nbd_target_get_fd,
   .notify = nbd_target_notify,

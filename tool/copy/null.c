@@ -37,6 +37,19 @@ null_zero (struct target *t, unsigned conn, uint64_t count, uint64_t offset,
   return null_write (t, conn, NULL, count, offset, cb);
 }
 
+/* It keeps nothing: it holds zeroes. */
+static int
+null_read (struct target *t, unsigned conn, void *buf, size_t count,
+           uint64_t offset, struct target_cb cb)
+{
+  int err = 0;
+
+  (void) t; (void) conn; (void) offset;
+  memset (buf, 0, count);
+  cb.fn (cb.opaque, &err);
+  return 0;
+}
+
 static const char *
 null_last_error (struct target *t, int err)
 {
@@ -78,6 +91,7 @@ static const struct target_ops null_ops = {
   .connect = null_connect,
   .write = null_write,
   .zero = null_zero,
+  .read = null_read,
   .last_error = null_last_error,
   .get_fd = null_get_fd,
   .notify = null_notify,

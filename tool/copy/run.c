@@ -108,7 +108,8 @@ open_source (struct job *j)
                                 &j->r->error)) == NULL)
     return -1;
   if ((v = nbd_get_size (c->src[0])) == -1) {
-    set_error (&j->r->error, "source %s: %s", o->source, nbd_get_error ());
+    set_error (&j->r->error, "source %s: %s", c->src_name,
+               nbd_get_error ());
     return -1;
   }
   j->size = v;
@@ -118,13 +119,13 @@ open_source (struct job *j)
     set_error (&j->r->error, "source %s does not offer base:allocation, "
                "so its dirty ranges are unknown: serve it through "
                "nbdkit-dirtybitmap-filter with bitmap=NAME, or copy "
-               "everything with --full", o->source);
+               "everything with --full", c->src_name);
     return -1;
   }
   if (o->trim_source && nbd_can_trim (c->src[0]) != 1) {
     set_error (&j->r->error, "source %s does not accept trim requests "
                "(is it served read-only?), so the ranges copied cannot "
-               "be trimmed on it", o->source);
+               "be trimmed on it", c->src_name);
     return -1;
   }
   return 0;
@@ -148,7 +149,7 @@ open_target (struct job *j)
   if (t->size != j->size) {
     set_error (&j->r->error, "target %s is %" PRIu64 " bytes but source %s "
                "is %" PRIu64 " bytes: the target must be a copy of the "
-               "same disk", o->target, t->size, o->source, j->size);
+               "same disk", o->target, t->size, j->c.src_name, j->size);
     return -1;
   }
   return 0;
@@ -213,7 +214,7 @@ choose_connections (struct job *j)
   long cpus;
 
   if (nbd_can_multi_conn (c->src[0]) != 1)
-    refuser = j->o->source;
+    refuser = c->src_name;
   else if (!c->dst->multi_conn)
     refuser = j->o->target;
   if (c->connections == 0) {
@@ -251,7 +252,7 @@ list_ranges (struct job *j)
   int ret;
 
   if (j->use_extents)
-    ret = scan_ranges (j->c.src[0], j->o->source, j->size,
+    ret = scan_ranges (j->c.src[0], j->c.src_name, j->size,
                        j->o->full ? SCAN_ALL : SCAN_DIRTY, &j->ranges,
                        &r->error);
   else
@@ -260,7 +261,7 @@ list_ranges (struct job *j)
       DIV_ROUND_UP (j->size, j->c.sums->chunk) != j->c.sums->n) {
     set_error (&r->error, "source %s is %" PRIu64 " bytes, not the size "
                "its checksums describe (%" PRIu64 " chunks of %" PRIu64
-               " bytes)", j->o->source, j->size, j->c.sums->n,
+               " bytes)", j->c.src_name, j->size, j->c.sums->n,
                j->c.sums->chunk);
     ret = -1;
   }
@@ -425,7 +426,7 @@ copy_run (const struct copy_options *o, struct copy_result *r)
     .o = o,
     .r = r,
     .c = {
-      .src_name = o->source,
+      .src_name = o->source_name ? o->source_name : o->source,
       .dst_name = o->target,
       .requests = o->requests ? o->requests : COPY_DEFAULT_REQUESTS,
       .connections = o->connections,

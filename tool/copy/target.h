@@ -47,6 +47,13 @@ struct target_ops {
   int (*zero) (struct target *t, unsigned conn, uint64_t count,
                uint64_t offset, struct target_cb cb);
 
+  /* Start reading count bytes at offset into buf (what the target
+   * holds, for a resync that compares with it); bytes past the end of
+   * a shorter file read as zeroes.  As write.
+   */
+  int (*read) (struct target *t, unsigned conn, void *buf, size_t count,
+               uint64_t offset, struct target_cb cb);
+
   /* The message of the operation of this thread that just failed. */
   const char *(*last_error) (struct target *t, int err);
 

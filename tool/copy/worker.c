@@ -10,7 +10,10 @@
  *           chunk callback notes which bytes each reply chunk covers;
  *           at the end they must cover the piece exactly, or the copy
  *           fails (libnbd would otherwise leave the rest as it was,
- *           zeroes, and report success).
+ *           zeroes, and report success).  With checksums compared
+ *           with what the target holds (copy_sums.held), every piece,
+ *           zero ones too, also reads the target here, and each
+ *           chunk's digest compared with is that of what it read.
  *   TARGET  the piece on the target.  A zero range is one zero
  *           operation.  Data is cut into blocks of SPARSE_SIZE (on
  *           multiples of it on the disk): runs of blocks that read as
@@ -90,6 +93,9 @@ struct slot {
   bool zero;                    /*   is a zero range */
   char *buf;                    /* grown to the largest piece read */
   size_t buf_size;
+  char *tbuf;                   /* the same for what the target holds */
+  size_t tbuf_size;
+  int terr;                     /* the target read's errno, or 0 */
   struct op *ops;               /* the target operations of the piece */
   size_t ops_cap;
   struct chunk *chunks;         /* the chunks of the read reply */
@@ -117,6 +123,13 @@ stopped (struct copy *c)
   return __atomic_load_n (&c->stop, __ATOMIC_ACQUIRE);
 }
 
+/* Does each piece read what the target holds first? */
+static bool
+reads_target (const struct copy *c)
+{
+  return c->sums && c->sums->compare && c->sums->held;
+}
+
 static void
 add_done (uint64_t *counter, uint64_t n)
 {
@@ -134,7 +147,7 @@ next_piece (struct copy *c, uint64_t *offset, uint64_t *length, bool *zero)
   if (c->next_range >= c->ranges->n)
     return false;
   r = &c->ranges->r[c->next_range];
-  max = r->zero ? c->zero_size : c->request_size;
+  max = r->zero && !reads_target (c) ? c->zero_size : c->request_size;
   off = r->offset + c->next_offset;
   left = r->length - c->next_offset;
   *offset = off;
@@ -163,6 +176,17 @@ read_done (void *opaque, int *error)
 {
   put_slot (opaque, *error);
   return 1;                     /* retire the command */
+}
+
+static int
+target_read_done (void *opaque, int *error)
+{
+  struct slot *s = opaque;
+
+  if (*error && !s->terr)
+    s->terr = *error;
+  put_slot (s, 0);
+  return 1;
 }
 
 static int
@@ -297,6 +321,23 @@ hash_piece (struct copy *c, struct slot *s)
   return 0;
 }
 
+/* What the target holds in the piece of s, read into s->tbuf: each
+ * checksum chunk's digest into the set, for hash_piece to compare
+ * with.
+ */
+static void
+hash_held (struct copy *c, struct slot *s)
+{
+  const uint64_t chunk = c->sums->chunk, end = s->offset + s->length;
+  uint8_t *d = c->sums->digests + s->offset / chunk * SUMS_DIGEST;
+  uint64_t pos, len;
+
+  for (pos = s->offset; pos < end; pos += len, d += SUMS_DIGEST) {
+    len = MIN (chunk, end - pos);
+    sums_hash (s->tbuf + (pos - s->offset), len, d);
+  }
+}
+
 /* Is the byte at pos, in the piece of s, in a checksum chunk that is
  * as before?  Then *next is where that chunk ends.
  */
@@ -414,6 +455,66 @@ start_target (struct loop *l, struct slot *s)
   put_slot (s, 0);
 }
 
+/* Grow *buf to hold len bytes (small dirty ranges keep small
+ * buffers).  -1 on ENOMEM.
+ */
+static int
+grow (char **buf, size_t *size, size_t len)
+{
+  char *p;
+
+  if (*size >= len)
+    return 0;
+  if ((p = realloc (*buf, len)) == NULL)
+    return -1;
+  *buf = p;
+  *size = len;
+  return 0;
+}
+
+/* Start the READ stage of s: the source's data, what the target
+ * holds, or both.
+ */
+static void
+start_read (struct loop *l, struct slot *s)
+{
+  struct copy *c = l->c;
+  struct target *t = c->dst;
+
+  s->state = SLOT_READ;
+  s->pending = 1;               /* this function's own reference */
+  s->done = false;
+  s->err = s->terr = 0;
+  s->nchunks = 0;
+  s->chunks_nomem = false;
+  if (!s->zero) {
+    s->pending++;
+    if (nbd_aio_pread_structured (l->src, s->buf, s->length, s->offset,
+                                  (nbd_chunk_callback) {
+                                    .callback = read_chunk, .user_data = s },
+                                  (nbd_completion_callback) {
+                                    .callback = read_done, .user_data = s },
+                                  0) == -1) {
+      copy_error (c, "source %s: reading %" PRIu64 " bytes at offset %"
+                  PRIu64 ": %s", c->src_name, s->length, s->offset,
+                  nbd_get_error ());
+      s->pending--;
+    }
+  }
+  if (reads_target (c) && !stopped (c)) {
+    s->pending++;
+    if (t->ops->read (t, l->conn, s->tbuf, s->length, s->offset,
+                      (struct target_cb) { .fn = target_read_done,
+                                           .opaque = s }) == -1) {
+      copy_error (c, "target %s: reading %" PRIu64 " bytes at offset %"
+                  PRIu64 ": %s", c->dst_name, s->length, s->offset,
+                  t->ops->last_error (t, errno));
+      s->pending--;
+    }
+  }
+  put_slot (s, 0);
+}
+
 /* Start one piece of work in the free slot s.  Returns false when
  * there is nothing left to start.
  */
@@ -425,7 +526,7 @@ start_piece (struct loop *l, struct slot *s)
   if (!next_piece (c, &s->offset, &s->length, &s->zero))
     return false;
   l->in_flight++;
-  if (s->zero) {
+  if (s->zero && !reads_target (c)) {
     if (c->sums && hash_piece (c, s) == -1) {
       copy_error (c, "%s", strerror (ENOMEM));
       s->done = true;
@@ -434,36 +535,13 @@ start_piece (struct loop *l, struct slot *s)
     start_target (l, s);
     return true;
   }
-
-  /* Small dirty ranges keep small buffers. */
-  if (s->buf_size < s->length) {
-    char *buf = realloc (s->buf, s->length);
-    if (buf == NULL) {
-      copy_error (c, "%s", strerror (errno));
-      s->done = true;
-      return true;
-    }
-    s->buf = buf;
-    s->buf_size = s->length;
-  }
-  s->state = SLOT_READ;
-  s->pending = 1;
-  s->done = false;
-  s->err = 0;
-  s->nchunks = 0;
-  s->chunks_nomem = false;
-  if (nbd_aio_pread_structured (l->src, s->buf, s->length, s->offset,
-                                (nbd_chunk_callback) {
-                                  .callback = read_chunk, .user_data = s },
-                                (nbd_completion_callback) {
-                                  .callback = read_done, .user_data = s },
-                                0) == -1) {
-    copy_error (c, "source %s: reading %" PRIu64 " bytes at offset %"
-                PRIu64 ": %s", c->src_name, s->length, s->offset,
-                nbd_get_error ());
-    s->pending = 0;
+  if ((!s->zero && grow (&s->buf, &s->buf_size, s->length) == -1) ||
+      (reads_target (c) && grow (&s->tbuf, &s->tbuf_size, s->length) == -1)) {
+    copy_error (c, "%s", strerror (errno));
     s->done = true;
+    return true;
   }
+  start_read (l, s);
   return true;
 }
 
@@ -506,15 +584,19 @@ finish_slot (struct loop *l, struct slot *s)
   s->done = false;
   switch (s->state) {
   case SLOT_READ:
-    if (s->err) {
-      copy_error (c, "source %s: reading %" PRIu64 " bytes at offset %"
-                  PRIu64 ": %s", c->src_name, s->length, s->offset,
-                  strerror (s->err));
+    if (s->err || s->terr) {
+      copy_error (c, "%s %s: reading %" PRIu64 " bytes at offset %"
+                  PRIu64 ": %s", s->err ? "source" : "target",
+                  s->err ? c->src_name : c->dst_name, s->length, s->offset,
+                  strerror (s->err ? s->err : s->terr));
       break;
     }
-    if (stopped (c) || !read_complete (c, s))
+    if (stopped (c) || (!s->zero && !read_complete (c, s)))
       break;
-    add_done (&c->read, s->length);
+    if (!s->zero)
+      add_done (&c->read, s->length);
+    if (reads_target (c))
+      hash_held (c, s);
     if (c->sums && hash_piece (c, s) == -1) {
       copy_error (c, "%s", strerror (ENOMEM));
       break;
@@ -735,6 +817,7 @@ copy_worker (void *arg)
   if (l.slots)
     for (i = 0; i < c->requests; ++i) {
       free (l.slots[i].buf);
+      free (l.slots[i].tbuf);
       free (l.slots[i].ops);
       free (l.slots[i].chunks);
       free (l.slots[i].same);
