@@ -41,10 +41,11 @@
 # pool's backups, exactly when the base is missing or inconsistent (a
 # resync or a full copy owes nothing to the base), and nothing when the
 # base is consistent but the target does not hold its backup (an
-# incremental needs that: the man page's misuse).  The set of
-# checksums a backup wrote passes dirtybitmap verify against its
-# target, where the target is checked.  A backup killed before its end leaves no checkpoint on the
-# server.  On a failure it prints the seed and the steps, and exits 1.
+# incremental needs that: the man page's misuse).  Where the target is
+# checked, the set of checksums the backup wrote passes dirtybitmap
+# verify against it.  A backup killed before its end leaves no
+# checkpoint on the server.  On a failure it prints the seed and the
+# steps, and exits 1.
 #
 # What the man page admits stays unseen is excused, and only that: a
 # write made without the filter within the liveness lease (a second)
