@@ -17,6 +17,7 @@
 
 #include <nbdkit-filter.h>
 
+#include "identity.h"
 #include "store.h"
 #include "store-impl.h"
 
@@ -59,7 +60,11 @@ resize_locked (uint64_t disk_size, struct bitmap_set **retire,
     retire[0] = s;
     return 0;
   }
-  if (s->sized)
+  if (s->sized) {
+    /* What the start judged of the disk no longer holds (identity.h):
+     * a clean stop records it as it is then.
+     */
+    bmf_disk_written (store.file);
     nbdkit_debug ("dirtybitmap: %s: the disk %s from %" PRIu64 " to %"
                   PRIu64 " bytes: %s", bmf_path (store.file),
                   disk_size > s->disk_size ? "grew" : "shrank",
@@ -67,6 +72,7 @@ resize_locked (uint64_t disk_size, struct bitmap_set **retire,
                   disk_size > s->disk_size ?
                   "the new area is dirty in every bitmap" :
                   "bitmaps are cut to the new size");
+  }
   else
     nbdkit_debug ("dirtybitmap: %s: disk size is %" PRIu64,
                   bmf_path (store.file), disk_size);

@@ -264,10 +264,20 @@ recovery_notices (void)
                st->bitmaps[i].recovered);
 }
 
+/* Record the disk in t (identity.h), or say why it cannot be. */
+static void
+disk_seen (struct bmf_txn *t)
+{
+  struct bmerr why;
+
+  if (bmf_txn_disk_seen (t, store.disk_file, &why) == -1)
+    nbdkit_error ("dirtybitmap: %s", why.msg);
+}
+
 /* Judge the disk (identity.h): if it was written without the filter,
  * mark every enabled bitmap inconsistent and record it at once,
- * whatever becomes of this start; the disk as it is now is where
- * bitmaps added from here on start.  A read-only server cannot mark
+ * whatever becomes of this start; the disk as judged is where bitmaps
+ * added from here on start.  A read-only server cannot mark
  * them: it refuses to start.
  */
 static int
@@ -289,8 +299,9 @@ judge_disk (bool created)
   nbdkit_error ("dirtybitmap: %s: every enabled bitmap is now "
                 "inconsistent: take a full backup", why.msg);
   t = bmf_txn_begin (store.file, false, &err);
+  /* A disk that cannot be recorded is said by the start's commit. */
   if (t)
-    bmf_txn_disk_seen (t, store.disk_file);
+    (void) bmf_txn_disk_seen (t, store.disk_file, &why);
   if (t == NULL || bmf_txn_commit (t, &err) == -1 ||
       (created && bmf_publish (store.file, &err) == -1)) {
     nbdkit_error ("dirtybitmap: %s", err.msg);
@@ -334,8 +345,8 @@ start_txn (const struct store_config *cfg, bool created, const char **sel)
    * mark it left (a crash) can go.
    */
   bmf_txn_set_open (t, false, dur_mode ());
-  /* The disk as it is now: judged above, and not yet written. */
-  bmf_txn_disk_seen (t, store.disk_file);
+  /* The disk as judged above, and not yet written. */
+  disk_seen (t);
   /* Shadows only while a coarse run keeps them exact. */
   if (bmf_txn_set_shadows (t, dur_mode () == BMF_COARSE ?
                            cfg->cgbits : 0, &err) == -1) {
@@ -444,7 +455,7 @@ store_close (void)
       if (store.failed)
         bmf_txn_mark_enabled_inconsistent (t);
       bmf_txn_set_open (t, false, dur_mode ());
-      bmf_txn_disk_seen (t, store.disk_file);
+      disk_seen (t);
     }
     if (t && bmf_txn_commit (t, &err) == 0)
       nbdkit_debug ("dirtybitmap: %s: closed cleanly",

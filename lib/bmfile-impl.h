@@ -32,6 +32,18 @@ struct bmf {
    * the report a commit needs.  -1 until then.
    */
   int sync_fd;
+  /* The disk as bmf_check_disk judged it, which bmf_txn_disk_seen
+   * records rather than a later stat (identity.c), until this process
+   * writes the disk.  judged_disk (allocated) names it.
+   */
+  enum bmf_judged {
+    BMF_NOT_JUDGED,
+    BMF_JUDGED,                 /* judged_id may be recorded */
+    BMF_JUDGED_UNSTABLE,        /* must not be: the clock had not
+                                 * passed its time's granule */
+  } judged;
+  char *judged_disk;
+  struct bmf_disk_id judged_id;
 };
 
 /* Read and validate the header and directory of the open file fd:

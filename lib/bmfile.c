@@ -528,6 +528,7 @@ bmf_close (struct bmf *f)
   close (f->fd);              /* releases the lock */
   bmf_state_free (&f->st);
   free (f->reserved);
+  free (f->judged_disk);
   free (f->tmp_path);
   free (f->path);
   free (f);

@@ -53,7 +53,9 @@
 # sequences wait out the lease first, and then the write must be found.
 #
 # The environment gives FILTER (the built filter) and a PATH with the
-# built tool first.
+# built tool first, and may give MODEL_COARSE_DIR: a directory on a
+# file system whose times are whole seconds (ext4 with 128-byte
+# inodes), where one sequence in COARSE_EVERY keeps its disk.
 
 import json
 import multiprocessing
@@ -73,6 +75,8 @@ import nbd
 G = 65536
 LEASE = 1.0                     # BMF_ALIVE_LEASE
 FILTER = os.environ["FILTER"]
+COARSE_DIR = os.environ.get("MODEL_COARSE_DIR")
+COARSE_EVERY = 16
 UNSHARE = ["unshare", "-m", "sh", "-c",
            'mount --bind "$1" /proc/sys/kernel/random/boot_id && shift && '
            'exec "$@"', "sh"]
@@ -107,6 +111,14 @@ class Failure(Exception):
     pass
 
 
+def where(seed, top):
+    """The directory under which sequence seed works, and what to say
+    of its file system."""
+    if COARSE_DIR and seed % COARSE_EVERY == 0:
+        return COARSE_DIR, ", on ext4 -I 128 (times in whole seconds)"
+    return top, ""
+
+
 def stamp(path):
     """Which file is at path (a rename in place makes another), or None."""
     try:
@@ -121,6 +133,7 @@ class Sequence:
         self.rng = random.Random(seed)
         self.seed = seed
         self.steps = steps
+        top, fs = where(seed, top)
         self.dir = os.path.join(top, "s%d" % seed)
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
@@ -142,7 +155,7 @@ class Sequence:
         self.rerun = None           # a killed backup, to run again
         self.past = []              # the disk at the last backups
         self.counter = 0
-        self.log = ["durability=%s" % self.mode]
+        self.log = ["durability=%s%s" % (self.mode, fs)]
         with open(self.disk, "wb") as f:
             f.truncate(16 * G)
 

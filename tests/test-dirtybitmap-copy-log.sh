@@ -4,14 +4,17 @@
 # touches only the dirty ranges of an NBD target: nbdkit's log filter
 # under the dirtybitmap filter counts the reads, and the target's log
 # shows every write and write-zeroes inside a dirty range, adding up to
-# the dirty bytes.
+# the dirty bytes.  An NBD target gets write-zeroes only over whole
+# aligned blocks of 2M of the dirty zero ranges (the last block of the
+# disk, 12K, is whole at its end); the rest of those is
+# written, as data.
 source ./functions.sh
 set -e
 set -x
 requires_dirtybitmap_filter
 requires nbdkit --filter=log null --version
 
-size=$((16 * 1024 * 1024))
+size=$((16 * 1024 * 1024 + 12288))
 yes | head -c $size > disk.img
 cp disk.img backup.img
 
@@ -30,6 +33,8 @@ for i in range(30):
         h.trim(n, off)
     else:
         h.pwrite(random.randbytes(n), off)
+h.zero(5 * 1024 * 1024, 3 * 1024 * 1024 + 4096)
+h.zero(2 * 1024 * 1024 + 12288, 14 * 1024 * 1024)
 "'
 dirtybitmap info disk.img.bitmaps > info
 dirty=$(sed -n 's/^ *dirty bytes: \([0-9]*\)\( (.*)\)\{0,1\}$/\1/p' info)
@@ -42,6 +47,24 @@ zero=$(awk '$3 == 2 { n += $2 } END { print n + 0 }' map)
 test "$data" -gt 0
 test "$zero" -gt 0
 test "$((data + zero))" -eq "$dirty"
+# The bytes of the dirty zero ranges in whole blocks of 2M, on
+# multiples of 2M, the last one ending at the end of the disk: those
+# the target gets as write-zeroes.
+whole=$(python3 - map $size <<'EOF2'
+import sys
+B, size = 2 << 20, int(sys.argv[2])
+zs = []
+for line in open(sys.argv[1]):
+    off, length, typ = [int(x) for x in line.split()[:3]]
+    if typ == 2 and zs and zs[-1][1] == off:
+        zs[-1][1] += length
+    elif typ == 2:
+        zs.append([off, off + length])
+print(sum(max(0, (e if e == size else e // B * B) - (s + B - 1) // B * B)
+          for s, e in zs))
+EOF2
+)
+test "$whole" -gt 0
 
 # The target: nbdkit serving backup.img, logging every request.
 sock="$tmpdir/target.sock"
@@ -55,7 +78,7 @@ cat copy.out
 kill_nbdkit "$(cat target.pid)"
 cmp disk.img backup.img
 
-grep -Ex "copied $data bytes, zeroed $zero bytes, [0-9]+ ranges, [0-9.]+ seconds" \
+grep -Ex "copied $((data + zero - whole)) bytes, zeroed $whole bytes, [0-9]+ ranges, [0-9.]+ seconds" \
      copy.out
 
 # "NAME offset=0x.. count=0x.." of the requests of a log, as
@@ -77,27 +100,34 @@ test "$(awk '$1 != "Read"' source.req | wc -l)" -eq 0
 # No read is larger than --request-size.
 test "$(awk '$1 == "Read" && $3 > 65536' source.req | wc -l)" -eq 0
 
-# The target: writes of the data and write-zeroes of the zero ranges,
-# nothing else, and each inside a range of the same type in the map.
+# The target: writes of the data and of the zero ranges but their
+# whole blocks of 2M, write-zeroes of those, nothing else; each write
+# inside a dirty range, each write-zeroes inside a zero range, on
+# multiples of 2M.
 test "$(awk '$1 == "Write" { n += $3 } END { print n + 0 }' target.req)" \
-     -eq "$data"
+     -eq "$((data + zero - whole))"
 test "$(awk '$1 == "Zero" { n += $3 } END { print n + 0 }' target.req)" \
-     -eq "$zero"
+     -eq "$whole"
 test "$(awk '$1 != "Write" && $1 != "Zero"' target.req | wc -l)" -eq 0
 # and the target was flushed after them.
 tail -n 3 target.log | grep -F "Flush id="
-python3 - map target.req source.req <<'EOF2'
+python3 - map target.req source.req $size <<'EOF2'
 import sys
+size = int(sys.argv.pop())
 ranges = []
 for line in open(sys.argv[1]):
     off, length, typ = [int(x) for x in line.split()[:3]]
     ranges.append((off, off + length, typ))
-def inside(off, count, typ):
-    return any(s <= off and off + count <= e and t == typ
+def inside(off, count, types):
+    return any(s <= off and off + count <= e and t in types
                for s, e, t in ranges)
-want = {"Write": 0, "Zero": 2, "Read": 0}
+want = {"Write": (0, 2), "Zero": (2,), "Read": (0,)}
 for f in sys.argv[2:]:
     for line in open(f):
         name, off, count = line.split()
         assert inside(int(off), int(count), want[name]), (f, line)
+        if name == "Zero":
+            assert int(off) % (2 << 20) == 0, line
+            end = int(off) + int(count)
+            assert end % (2 << 20) == 0 or end == size, line
 EOF2

@@ -8,9 +8,12 @@
 #   holes WITHOUT the zero bit ("unchanged", not "zero": they must be
 #   read), to a new file;
 # - to an existing file full of data;
-# - to an NBD server serving a file full of data.
+# - to an NBD server serving a file full of data, from nbdkit file and
+#   through the filter.
 # Every time the target reads the same as the disk and allocates no
-# more than the disk does.
+# more than the disk does; but an NBD target, which gets write-zeroes
+# only over whole blocks of 2M on multiples of 2M, allocates the 2M
+# blocks that hold data (or the zeroes written as data), and no more.
 source ./functions.sh
 set -e
 set -x
@@ -72,7 +75,10 @@ cat out
 grep -Ex "$summary" out
 check old.img
 
-# An NBD server serving a file full of data: write-zeroes punch too.
+# An NBD server serving a file full of data: write-zeroes punch too,
+# over whole blocks of 2M.  The data is in the first 2M of each 8M,
+# and the zeroes written as data fill half of the block at 100M: 17
+# blocks of 2M are written, the rest is zeroed.
 yes | head -c $size > nbd.img
 sock="$tmpdir/nbd.sock"
 start_nbdkit -P "$tmpdir/nbd.pid" -U "$sock" file nbd.img
@@ -80,6 +86,25 @@ nbdkit -U - -r file disk.img \
        --run "dirtybitmap copy --full \"\$uri\" 'nbd+unix:///?socket=$sock'" \
        > out
 cat out
-grep -Ex "$summary" out
+written=$((17 * 2 * 1024 * 1024))
+grep -Ex "copied $written bytes, zeroed $((size - written)) bytes, [0-9]+ ranges, [0-9.]+ seconds" out
 kill_nbdkit "$(cat nbd.pid)"
-check nbd.img
+cmp disk.img nbd.img
+# (and a few blocks of the file system's own, as for the disk)
+test "$(blocks nbd.img)" -le $(( written / 512 + 64 ))
+
+# The same through the filter: everything is read, in pieces of 2M by
+# default for an NBD target, and those that read as zeroes are zeroed;
+# now the block at 100M is one of them: 16 blocks are written.
+yes | head -c $size > nbd.img
+sock="$tmpdir/nbd2.sock"
+start_nbdkit -P "$tmpdir/nbd.pid" -U "$sock" file nbd.img
+nbdkit -U - -r --filter="$FILTER" file disk.img bitmap=b0 \
+       --run "dirtybitmap copy --full \"\$uri\" 'nbd+unix:///?socket=$sock'" \
+       > out
+cat out
+written=$((16 * 2 * 1024 * 1024))
+grep -Ex "copied $written bytes, zeroed $((size - written)) bytes, 1 range, [0-9.]+ seconds" out
+kill_nbdkit "$(cat nbd.pid)"
+cmp disk.img nbd.img
+test "$(blocks nbd.img)" -le $(( written / 512 + 64 ))

@@ -33,12 +33,14 @@ for d in $disks; do
     fi
     state=inconsistent
     if [ $d = deleted ]; then
-        # (As a user sees it: the summary says it too.)
+        # (As a user sees it: the summary says it too.  The chunk of
+        # zeroes is written as data: an NBD target is zeroed only in
+        # whole blocks of 2M.)
         dirtybitmap backup --incremental c1 --checkpoint c2 \
             --disk "control=$PWD/$d.ctl,source=$(uri $d),target=$target,name=$d" \
             > $d-inc.out 2> $d-inc.err
         cat $d-inc.out $d-inc.err
-        grep -F "resync: read $size bytes, $((size - n * chunk)) of them unchanged; copied $chunk bytes, zeroed $chunk bytes, " \
+        grep -F "resync: read $size bytes, $((size - n * chunk)) of them unchanged; copied $((n * chunk)) bytes, zeroed 0 bytes, " \
              $d-inc.out
         state=missing
     else

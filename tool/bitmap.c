@@ -480,7 +480,7 @@ do_bitmap (int argc, char *argv[])
    */
   bmf_txn_set_open (t, false, BMF_FLUSH);
   /* What the bitmaps hold from now on, judged above (identity.h). */
-  bmf_txn_disk_seen (t, disk);
+  disk_seen (t, disk);
   r = bmf_txn_commit (t, &err);
   t = NULL;                     /* freed by commit */
   if (r == 0)

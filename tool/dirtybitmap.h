@@ -13,6 +13,7 @@
 #include "bmfile.h"
 #include "error.h"
 #include "size.h"               /* parse_size, human_size */
+#include "txn.h"
 
 extern const char *prog;
 extern bool verbose;
@@ -43,6 +44,12 @@ extern void judge_disk (struct bmf *f, const char *disk, bool writing);
  * given (--disk) or f's path, and not judged while a server holds f.
  */
 extern void judge_disk_read (struct bmf *f, const char *given);
+
+/* Record disk (NULL: unknown) in t, as judged by judge_disk unless
+ * this process wrote it since (lib/identity.h); say why if it cannot
+ * be.
+ */
+extern void disk_seen (struct bmf_txn *t, const char *disk);
 
 /* "--output=human|json": returns 0 human, 1 json, -1 (reported). */
 extern int parse_output (const char *sub, const char *value);

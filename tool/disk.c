@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* disk.c: the disk that a bitmap file describes, as the tool finds
  * it, and what the tool says when that disk was written without the
- * filter (the rule itself is lib/identity.c's).
+ * filter, or cannot be recorded (the rule itself is lib/identity.c's).
  */
 
 #include <config.h>
@@ -63,4 +63,13 @@ judge_disk_read (struct bmf *f, const char *given)
   disk = find_disk (bmf_path (f), given);
   judge_disk (f, disk, false);
   free (disk);
+}
+
+void
+disk_seen (struct bmf_txn *t, const char *disk)
+{
+  struct bmerr why;
+
+  if (bmf_txn_disk_seen (t, disk, &why) == -1)
+    fprintf (stderr, "%s: warning: %s\n", prog, why.msg);
 }

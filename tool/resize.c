@@ -112,11 +112,12 @@ resize_both (struct bmf *f, int fd, const char *disk, uint64_t now,
     bmf_txn_abort (t);
     return -1;
   }
+  bmf_disk_written (f);
   /* Any bit of a run that left the file open is durable with this
    * commit, as when the filter starts.
    */
   bmf_txn_set_open (t, false, BMF_FLUSH);
-  bmf_txn_disk_seen (t, disk);
+  disk_seen (t, disk);
   if (bmf_txn_commit (t, &err) == -1) {
     report_error (&err);
     fprintf (stderr, "%s: resize: %s is resized, but its bitmaps could "

@@ -379,27 +379,22 @@ sums_write (const char *path, const struct sums *s, char **error)
   return sums_publish (path, error);
 }
 
-/* The absolute path of a file target (resolved, so that two spellings
- * of one file agree; one that is not there yet, by its directory), or
- * a copy of an NBD URI.
+/* How a set records its target: a file's canonical path (copy/
+ * endpoint.h), or the URI as given.  NULL on ENOMEM.
  */
 static char *
 target_name (const char *target)
 {
-  char *abs, *d = NULL, *b = NULL, *dir = NULL, *name = NULL;
+  struct endpoint e;
+  char *name = NULL;
 
   if (is_nbd_uri (target))
     return strdup (target);
-  if ((abs = realpath (target, NULL)) != NULL)
-    return abs;
-  if ((d = strdup (target)) != NULL && (b = strdup (target)) != NULL &&
-      (dir = realpath (dirname (d), NULL)) != NULL &&
-      asprintf (&name, "%s/%s", dir, basename (b)) == -1)
-    name = NULL;
-  free (d);
-  free (b);
-  free (dir);
-  return name ? name : strdup (target);
+  if (endpoint_of (target, &e) == 0)
+    name = e.where;
+  e.where = NULL;
+  endpoint_free (&e);
+  return name;
 }
 
 int
@@ -418,7 +413,7 @@ sums_bind (struct sums *s, const char *target, bool held)
   if (is_nbd_uri (target))
     return 0;
   t->format = SUMS_FORMAT_RAW;
-  if (held && bm_stat_settled (target, &sb) == 0 && S_ISREG (sb.st_mode) &&
+  if (held && bm_stat_stable (target, &sb) == 0 && S_ISREG (sb.st_mode) &&
       name[0]) {
     t->held = true;
     t->dev = sb.st_dev;
@@ -445,18 +440,19 @@ bool
 sums_made_for (const struct sums *s, const char *target)
 {
   const struct sums_target *t = &s->target;
-  struct stat sb;
-  char *name;
+  struct endpoint now = { .nbd = false }, then = { .nbd = false };
   bool same;
 
   if (t->name[0] == '\0')
     return false;
-  if (t->held && !is_nbd_uri (target) && stat (target, &sb) == 0 &&
-      sb.st_dev == t->dev && sb.st_ino == t->ino)
-    return true;
-  if ((name = target_name (target)) == NULL)
-    return true;                /* out of memory: the safe answer */
-  same = strcmp (name, t->name) == 0;
-  free (name);
+  if (endpoint_of (target, &now) == -1 ||
+      endpoint_of (t->name, &then) == -1)
+    same = true;                /* out of memory: the safe answer */
+  else
+    same = endpoint_same (&now, &then) ||
+      (t->held && !now.nbd && now.exists && now.dev == t->dev &&
+       now.ino == t->ino);
+  endpoint_free (&now);
+  endpoint_free (&then);
   return same;
 }

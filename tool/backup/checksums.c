@@ -14,7 +14,8 @@
  * Where they live: DIR/BASE.CHECKPOINT.sums, DIR being --sums-dir, or
  * the directory of the target file, or of the Unix socket of an NBD
  * target (qemu-nbd serving an overlay); BASE the disk's name= if given,
- * else the target file's (or socket's) name.  So a chain kept in one
+ * else the target file's (or socket's) name.  An NBD target over TCP
+ * has no directory: only with --sums-dir, BASE then the disk's name.  So a chain kept in one
  * directory finds the set of its base checkpoint by itself: under its
  * own name, or else the one set in DIR at B that describes this disk
  * (its source URI), whatever the name of the target it was made for.
@@ -56,36 +57,24 @@
 #include "internal.h"
 #include "sums.h"
 
-/* The Unix socket of an nbd+unix URI, malloced, or NULL. */
-static char *
-uri_socket (const char *uri)
-{
-  const char *p = strstr (uri, "socket=");
-  size_t len;
-
-  if (strncmp (uri, "nbd+unix:", 9) != 0 || p == NULL)
-    return NULL;
-  p += 7;
-  len = strcspn (p, "&#");
-  return strndup (p, len);
-}
-
 /* Where d's sets live: DIR and BASE (see above), malloced; -1 when d's
- * sets have no place.
+ * sets have no place (an NBD target over TCP without --sums-dir).
  */
 static int
 sums_place (const struct set *s, const struct disk *d, char **dirp,
             char **basep)
 {
-  char *where = is_nbd_uri (d->target) ? uri_socket (d->target)
-    : strdup (d->target);
-  char *dcopy = where ? strdup (where) : NULL;
-  char *bcopy = where ? strdup (where) : NULL;
+  struct endpoint e;
+  char *dcopy = NULL, *bcopy = NULL;
   int r = -1;
 
-  if (dcopy && bcopy) {
+  *dirp = *basep = NULL;
+  /* A file's place, or a Unix socket's, as given. */
+  if (endpoint_of (d->target, &e) == 0 && (e.path || s->sums_dir) &&
+      (e.path == NULL ||
+       ((dcopy = strdup (e.path)) && (bcopy = strdup (e.path))))) {
     *dirp = strdup (s->sums_dir ? s->sums_dir : dirname (dcopy));
-    *basep = strdup (d->named ? d->name : basename (bcopy));
+    *basep = strdup (d->named || bcopy == NULL ? d->name : basename (bcopy));
     if (*dirp && *basep)
       r = 0;
     else {
@@ -93,7 +82,7 @@ sums_place (const struct set *s, const struct disk *d, char **dirp,
       free (*basep);
     }
   }
-  free (where);
+  endpoint_free (&e);
   free (dcopy);
   free (bcopy);
   return r;

@@ -25,6 +25,8 @@
 
 #include <json-c/json.h>
 
+#include "endpoint.h"
+
 #define COPY_DEFAULT_REQUESTS 16
 #define COPY_MAX_REQUESTS 1024
 #define COPY_MAX_CONNECTIONS 64
@@ -96,10 +98,6 @@ struct copy_result {
   char *error;                  /* the first error, or NULL */
 };
 
-/* Does s start with one of libnbd's NBD URI schemes (nbd://,
- * nbd+unix://, ...)?
- */
-extern bool is_nbd_uri (const char *s);
 
 /* The size of the export at uri: -1 with *errp on failure. */
 extern int64_t copy_export_size (const char *uri, char **errp);

@@ -3,6 +3,7 @@
  * engine is this folder; copy.h and image.h are all its users see (the
  * copy, backup and verify subcommands).
  *
+ * copy/endpoint.c   what a source or target is, decided once
  * copy/run.c        copy_run: connect, check, list, copy, flush, close
  * copy/error.c      errors as values: the first one kept
  * copy/connect.c    NBD connections: open one, close them (bounded)

@@ -9,6 +9,21 @@
  * handle's descriptor and calls notify, which moves libnbd's state
  * machine on; completion callbacks run from there.
  *
+ * Zero operations only over whole blocks of ZERO_ALIGN, on multiples
+ * of it (zero_align, see copy/target.h): the other zeroes are written
+ * as data.  The server may be qemu-nbd serving a qcow2 overlay, whose
+ * clusters are at most 2M.  With qemu 7.2, a write-zeroes and a write
+ * in flight together in one cluster of an overlay can leave the
+ * backing file's data where the disk reads zeroes (seen; the likely
+ * cause is qcow2's write-zeroes of part of a cluster, which checks
+ * that the rest reads as zeroes and zeroes the whole cluster, without
+ * waiting for the write's copy-on-write).  The same operations one at
+ * a time, or the zeroes written as data, give the right image.  A zero
+ * operation over whole aligned blocks of 2M covers whole clusters, and
+ * no other operation of the copy touches them.  The cost: changed
+ * zeroes that do not fill such a block are sent as data (never more
+ * bytes than the dirty ranges).
+ *
  * flush is NBD_CMD_FLUSH on every connection (if the server has it),
  * commit has nothing to do, close disconnects (bounded: see
  * copy/connect.c).
@@ -28,6 +43,9 @@
 
 #include "internal.h"
 #include "util.h"
+
+/* The largest qcow2 cluster. */
+#define ZERO_ALIGN (UINT64_C (2) << 20)
 
 struct nbd_target {
   struct target t;              /* first: a struct target * is one of these */
@@ -73,6 +91,7 @@ nbd_target_open (const char *uri, unsigned max_connections, char **errp)
   n->can_flush = nbd_can_flush (n->h[0]) == 1;
   /* Without write-zeroes, zeroes are written from a buffer. */
   n->t.zero_size = n->can_zero ? UINT64_C (1) << 30 : 0;
+  n->t.zero_align = ZERO_ALIGN;
   return &n->t;
 
  err:

@@ -76,21 +76,6 @@ copy_stop (struct copy *c)
   __atomic_store_n (&c->stop, true, __ATOMIC_RELEASE);
 }
 
-bool
-is_nbd_uri (const char *s)
-{
-  static const char *const schemes[] = {
-    "nbd://", "nbds://", "nbd+unix://", "nbds+unix://",
-    "nbd+vsock://", "nbds+vsock://",
-  };
-  size_t i;
-
-  for (i = 0; i < sizeof schemes / sizeof schemes[0]; ++i)
-    if (strncmp (s, schemes[i], strlen (schemes[i])) == 0)
-      return true;
-  return false;
-}
-
 /* The first source connection: what the source is. */
 static int
 open_source (struct job *j)
@@ -155,7 +140,10 @@ open_target (struct job *j)
   return 0;
 }
 
-/* Request sizes: never above what either server accepts. */
+/* Request sizes: never above what either server accepts.  By default
+ * at least the target's zero_align, so that a piece of data that
+ * reads as zeroes can be a zero operation (copy/worker.c).
+ */
 static int
 choose_sizes (struct job *j)
 {
@@ -163,6 +151,9 @@ choose_sizes (struct job *j)
   struct target *t = c->dst;
   uint64_t mb;
 
+  if (j->o->request_size == 0 && t->zero_align > c->request_size &&
+      t->zero_align <= COPY_MAX_REQUEST_SIZE)
+    c->request_size = t->zero_align;
   if ((mb = max_block (c->src[0])) && mb < c->request_size)
     c->request_size = mb;
   if (t->max_request && t->max_request < c->request_size)

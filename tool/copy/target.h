@@ -1,9 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* copy/target.h: what the copy engine writes to.  One interface, two
  * kinds: a regular file or a block device (copy/file.c), and an NBD
- * server (copy/nbd.c); and a target that keeps nothing (copy/null.c).  The engine knows only these operations: the
- * workers (copy/worker.c) write, zero and poll, copy/run.c connects,
- * flushes, commits and closes.
+ * server (copy/nbd.c); and a target that keeps nothing (copy/null.c).
+ * The engine knows only these operations: the workers (copy/worker.c)
+ * write, zero and poll, copy/run.c connects, flushes, commits and
+ * closes.
+ *
+ * A target says where zero operations may go (zero_align): only over
+ * whole blocks of that size, on multiples of it, the last block of the
+ * disk possibly short.  Zeroes elsewhere are written as data, so a
+ * zero operation never shares such a block with another operation.
+ * The rule is applied in one place, the plan of a piece's operations
+ * (plan_ops in copy/worker.c); each kind of target chooses the size
+ * (an NBD target 2M, copy/nbd.c says why; a file and the null target
+ * leave it 0: anywhere).
  *
  * Writes and zeroes are asynchronous in form: they start, and call
  * the callback once done (maybe before they return: a file does its
@@ -88,6 +98,10 @@ struct target {
   uint64_t size;
   uint64_t max_request;         /* largest write the target takes; 0: any */
   uint64_t zero_size;           /* largest zero request */
+  uint64_t zero_align;          /* zero operations cover whole blocks of
+                                 * this many bytes (a power of 2), on
+                                 * multiples of it, the last one maybe
+                                 * ending at size; 0 or 1: anywhere */
   bool multi_conn;              /* several connections are safe */
   const char *zero_buf;         /* zero_buf_size bytes of zeroes, set by */
   size_t zero_buf_size;         /*   copy_run before the first zero */

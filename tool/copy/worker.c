@@ -14,13 +14,18 @@
  *           with what the target holds (copy_sums.held), every piece,
  *           zero ones too, also reads the target here, and each
  *           chunk's digest compared with is that of what it read.
- *   TARGET  the piece on the target.  A zero range is one zero
- *           operation.  Data is cut into blocks of SPARSE_SIZE (on
+ *   TARGET  the piece on the target (plan_ops).  A zero range is a
+ *           run of zeroes.  Data is cut into blocks of SPARSE_SIZE (on
  *           multiples of it on the disk): runs of blocks that read as
- *           all zeroes become zero operations, the rest is written.
- *           So a copy keeps the target sparse: a new file is zero
- *           already and gets nothing, an existing file gets holes
- *           punched, an NBD target gets write-zeroes.
+ *           all zeroes are runs of zeroes, the rest is written.  A run
+ *           of zeroes is one zero operation over the whole blocks of
+ *           the target's zero_align inside it (copy/target.h); what
+ *           is left of it at either end is written as data (from the
+ *           piece's buffer, or for a zero range from the target's
+ *           buffer of zeroes).  So a copy keeps the target sparse: a
+ *           new file is zero already and gets nothing, an existing
+ *           file gets holes punched, an NBD target gets write-zeroes
+ *           over whole aligned blocks of 2M.
  *   TRIM    with trim_source only: nbd_aio_trim of the piece on the
  *           source, once every operation on the target has ended
  *           well.
@@ -69,10 +74,18 @@ enum slot_state {
 
 struct slot;
 
-/* One operation on the target, the callback's opaque. */
+/* One operation on the target, the callback's opaque: a write of
+ * length bytes from buf, or a zero operation (buf NULL).
+ */
 struct op {
   struct slot *s;
   uint64_t offset, length;
+  const char *buf;
+};
+
+/* A run of the piece: data, or bytes that read as zeroes. */
+struct run {
+  uint64_t offset, end;
   bool zero;
 };
 
@@ -221,7 +234,7 @@ target_done (void *opaque, int *error)
     if (!s->err)
       s->err_op = op;
   }
-  else if (op->zero)
+  else if (op->buf == NULL)
     add_done (&s->l->c->zeroed, op->length);
   else
     add_done (&s->l->c->copied, op->length);
@@ -354,10 +367,21 @@ unchanged_at (struct copy *c, struct slot *s, uint64_t pos, uint64_t *next)
   return s->same[k];
 }
 
+/* Add an operation to the plan of s (buf NULL: a zero operation).  A
+ * write that follows the last one of a data piece extends it (they are
+ * contiguous in the piece's buffer too).
+ */
 static int
 add_op (struct slot *s, size_t *n, uint64_t offset, uint64_t length,
-        bool zero)
+        const char *buf)
 {
+  struct op *last = *n ? &s->ops[*n - 1] : NULL;
+
+  if (last && !s->zero && buf && last->buf &&
+      last->offset + last->length == offset) {
+    last->length += length;
+    return 0;
+  }
   if (*n == s->ops_cap) {
     size_t cap = s->ops_cap ? s->ops_cap * 2 : 4;
     struct op *ops = realloc (s->ops, cap * sizeof *ops);
@@ -366,29 +390,92 @@ add_op (struct slot *s, size_t *n, uint64_t offset, uint64_t length,
     s->ops = ops;
     s->ops_cap = cap;
   }
-  s->ops[(*n)++] = (struct op) { s, offset, length, zero };
+  s->ops[(*n)++] = (struct op) { s, offset, length, buf };
   return 0;
 }
 
-/* The target operations of the piece in s: one zero, or the data cut
- * into runs of zero and non-zero blocks; with checksums compared, less
- * the chunks that are as before.  Returns their number, or -1 (out of
- * memory).
+/* Where in [offset, end) a zero operation may go on t: [*zs, *ze),
+ * the whole blocks of t->zero_align in it, the last block of the disk
+ * whole if it ends there.  Empty (*zs >= *ze) if there are none.
+ */
+static void
+zero_span (const struct target *t, uint64_t offset, uint64_t end,
+           uint64_t *zs, uint64_t *ze)
+{
+  uint64_t a = t->zero_align;
+
+  if (a <= 1) {
+    *zs = offset;
+    *ze = end;
+    return;
+  }
+  *zs = ROUND_UP (offset, a);
+  *ze = end == t->size ? end : ROUND_DOWN (end, a);
+}
+
+/* Write zeroes over [offset, end): a data piece has them in its
+ * buffer; a zero piece writes the target's buffer of zeroes, as often
+ * as it takes.
+ */
+static int
+add_zero_writes (struct copy *c, struct slot *s, size_t *n,
+                 uint64_t offset, uint64_t end)
+{
+  const struct target *t = c->dst;
+  uint64_t len;
+
+  if (!s->zero)
+    return offset < end
+      ? add_op (s, n, offset, end - offset, s->buf + (offset - s->offset))
+      : 0;
+  for (; offset < end; offset += len) {
+    len = MIN (end - offset, t->zero_buf_size);
+    if (add_op (s, n, offset, len, t->zero_buf) == -1)
+      return -1;
+  }
+  return 0;
+}
+
+/* The operations of a run: data is written; zeroes are one zero
+ * operation where the target allows it (zero_span), written as data
+ * on either side of it.
+ */
+static int
+add_run (struct copy *c, struct slot *s, size_t *n, const struct run *r)
+{
+  uint64_t zs, ze;
+
+  if (!r->zero)
+    return add_op (s, n, r->offset, r->end - r->offset,
+                   s->buf + (r->offset - s->offset));
+  zero_span (c->dst, r->offset, r->end, &zs, &ze);
+  if (zs >= ze)
+    return add_zero_writes (c, s, n, r->offset, r->end);
+  if (add_zero_writes (c, s, n, r->offset, zs) == -1 ||
+      add_op (s, n, zs, ze - zs, NULL) == -1)
+    return -1;
+  return add_zero_writes (c, s, n, ze, r->end);
+}
+
+/* The target operations of the piece in s: its runs of data and of
+ * zeroes (one run for a zero piece, data cut at blocks of SPARSE_SIZE
+ * that read as zeroes), less, with checksums compared, the chunks that
+ * are as before; each run planned by add_run.  Returns their number,
+ * or -1 (out of memory).
  */
 static ssize_t
 plan_ops (struct copy *c, struct slot *s)
 {
   uint64_t pos = s->offset, end = s->offset + s->length, next;
-  bool gap = true;              /* the next op cannot extend the last */
+  struct run r;
+  bool open = false;            /* r is a run not yet planned */
   size_t n = 0;
 
   while (pos < end) {
     bool zero;
-    struct op *last = n && !gap ? &s->ops[n - 1] : NULL;
 
     if (unchanged_at (c, s, pos, &next)) {
       pos = next;
-      gap = true;
       continue;
     }
     if (s->zero)
@@ -398,13 +485,18 @@ plan_ops (struct copy *c, struct slot *s)
     else
       next = MIN (ROUND_DOWN (pos, SPARSE_SIZE) + SPARSE_SIZE, end);
     zero = s->zero || is_zero (s->buf + (pos - s->offset), next - pos);
-    if (last && last->zero == zero)
-      last->length += next - pos;
-    else if (add_op (s, &n, pos, next - pos, zero) == -1)
-      return -1;
-    gap = false;
+    if (open && r.end == pos && r.zero == zero)
+      r.end = next;
+    else {
+      if (open && add_run (c, s, &n, &r) == -1)
+        return -1;
+      r = (struct run) { pos, next, zero };
+      open = true;
+    }
     pos = next;
   }
+  if (open && add_run (c, s, &n, &r) == -1)
+    return -1;
   return n;
 }
 
@@ -412,7 +504,7 @@ static void
 error_in_op (struct copy *c, const struct op *op, const char *msg)
 {
   copy_error (c, "target %s: %s %" PRIu64 " bytes at offset %" PRIu64
-              ": %s", c->dst_name, op->zero ? "zeroing" : "writing",
+              ": %s", c->dst_name, op->buf ? "writing" : "zeroing",
               op->length, op->offset, msg);
 }
 
@@ -441,11 +533,10 @@ start_target (struct loop *l, struct slot *s)
     int r;
 
     s->pending++;
-    if (op->zero)
+    if (op->buf == NULL)
       r = t->ops->zero (t, l->conn, op->length, op->offset, cb);
     else
-      r = t->ops->write (t, l->conn, s->buf + (op->offset - s->offset),
-                         op->length, op->offset, cb);
+      r = t->ops->write (t, l->conn, op->buf, op->length, op->offset, cb);
     if (r == -1) {
       error_in_op (c, op, t->ops->last_error (t, errno));
       s->pending--;
