@@ -10,18 +10,42 @@
 # kill -9, power loss (a new boot id, as a bind mount over
 # /proc/sys/kernel/random/boot_id), writes, zeroes, trims and reads
 # through NBD, bitmaps added, cleared and removed live by transaction,
-# full and incremental backups that add a checkpoint, bitmaps added and
-# cleared offline with the tool, writes and size changes made without
-# the filter while it is stopped, size changes made with dirtybitmap
-# resize, and a cp -p of the disk and its bitmap file together.
+# full and incremental backups that add a checkpoint, bitmaps added,
+# cleared and removed offline with the tool (or their whole file
+# deleted), writes and size changes made without the filter while it
+# is stopped, size changes made with dirtybitmap resize, and a cp -p of
+# the disk and its bitmap file together.
+#
+# And backups where the checksums beside a target could lie: their
+# checkpoint names drawn from a small pool (mon, tue, wed), reused in
+# turn, so older sets of a name stay behind; their base a checkpoint
+# that has sets, often one whose bitmap is lost (removed live, offline
+# or by --remove-incremental, or inconsistent after a power loss): a
+# resync; their target the file that holds the base's backup, or
+# another one, or none; the tool killed (SIGKILL, from gdb stopped at
+# a breakpoint) at each step: before the cut, before the first write,
+# after the Nth write, with the copy complete, with its set written
+# before backup-end, with the backup complete; the killed run run
+# again later; targets deleted, renamed and copied, their sets left;
+# and granules put back as they were at one of the last backups, where
+# a set describing an older image matches the disk again.
 #
 # The oracle: a copy of the disk taken when each bitmap was made or
 # last cleared (its shadow).  After every start, every bitmap that the
 # server's query reports consistent must have every granule dirty in
 # which the disk differs from its shadow; after every tool info, the
-# same for what the tool reports.  And whenever an incremental backup
-# exits 0, the backup equals the disk.  On a failure it prints the seed
-# and the steps, and exits 1.
+# same for what the tool reports.  Whenever a backup exits 0 (or is
+# killed once complete), its target equals the disk, which no client
+# writes during a backup, but for what its base may have missed (the
+# excuse below, and where the backup it built on lagged); for the
+# pool's backups, exactly when the base is missing or inconsistent (a
+# resync or a full copy owes nothing to the base), and nothing when the
+# base is consistent but the target does not hold its backup (an
+# incremental needs that: the man page's misuse).  Where the target is
+# checked, the set of checksums the backup wrote passes dirtybitmap
+# verify against it.  A backup killed before its end leaves no
+# checkpoint on the server.  On a failure it prints the seed and the
+# steps, and exits 1.
 #
 # What the man page admits stays unseen is excused, and only that: a
 # write made without the filter within the liveness lease (a second)
@@ -37,6 +61,7 @@ import json
 import multiprocessing
 import os
 import random
+import shlex
 import shutil
 import signal
 import socket
@@ -55,6 +80,31 @@ COARSE_EVERY = 16
 UNSHARE = ["unshare", "-m", "sh", "-c",
            'mount --bind "$1" /proc/sys/kernel/random/boot_id && shift && '
            'exec "$@"', "sh"]
+# Checkpoint names that backups reuse in turn, as a weekly rotation
+# does, and the target files they go to (beside the disk, with the c*.img
+# of the plain backups): so sets of checksums of one name pile up and
+# outlive the images and bitmaps they describe.
+POOL = ["mon", "tue", "wed"]
+TARGETS = ["t1.img", "t2.img", "t3.img"]
+# Where a backup is killed (SIGKILL, from gdb stopped at a breakpoint):
+# before the cut; after it, before any write; after the Nth write or
+# zero on the target; with the copy flushed and committed; with the new
+# checksums written, backup-end not sent; with backup-end answered (NEW
+# kept) but the set not yet put in place, where the tool has that step;
+# with the backup complete.  From the last two on, the backup is done.
+# Thrice as often where the target is partly written, or a set is
+# left for a checkpoint the server drops.
+KILL_POINTS = ["cut_make", "copies_run", "target_done", "target_done",
+               "target_done", "checksums_write", "cut_end", "cut_end",
+               "cut_end", "checksums_publish", "report_summary"]
+DONE_POINTS = ["checksums_publish", "report_summary"]
+# gdb reads only the tool's ELF symbols: enough for a breakpoint at a
+# function, and three times quicker than its debugging information.
+# Without gdb, the backups meant to be killed run whole.
+GDB = shutil.which("gdb") and [
+    "env", "SHELL=/bin/sh", "gdb", "-q", "-batch", "-nx", "-readnever",
+    "-iex", "set auto-solib-add off",
+    "-iex", "set libthread-db-search-path /nonexistent"]
 
 
 class Failure(Exception):
@@ -67,6 +117,15 @@ def where(seed, top):
     if COARSE_DIR and seed % COARSE_EVERY == 0:
         return COARSE_DIR, ", on ext4 -I 128 (times in whole seconds)"
     return top, ""
+
+
+def stamp(path):
+    """Which file is at path (a rename in place makes another), or None."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 class Sequence:
@@ -92,6 +151,9 @@ class Sequence:
         self.crashed = None         # when the server last died serving
         self.targets = {}           # checkpoint -> its backup image
         self.stale = {}             # checkpoint -> where its image may lag
+        self.images = {}            # target file -> (checkpoint, its shadow)
+        self.rerun = None           # a killed backup, to run again
+        self.past = []              # the disk at the last backups
         self.counter = 0
         self.log = ["durability=%s%s" % (self.mode, fs)]
         with open(self.disk, "wb") as f:
@@ -352,6 +414,293 @@ class Sequence:
         self.targets[new] = target
         self.stale[new] = wrong
 
+    # -- backups whose checksums could lie ------------------------------
+
+    def held(self, path):
+        """The checkpoint whose backup the file holds, or None.  It may
+        differ from the disk at that checkpoint where the disk changed
+        since (what a failed run writes there is the disk too), and
+        where that backup was excused (its stale granules)."""
+        image = self.images.get(path)
+        # The shadow itself: a bitmap cleared or made again has another.
+        if image and self.shadows.get(image[0]) is image[1]:
+            return image[0]
+        for c, p in self.targets.items():
+            if p == path and c in self.shadows:
+                return c
+        return None
+
+    def last_backup(self, path):
+        """The checkpoint of the last backup the file is known to hold,
+        its bitmap gone since or not, or None."""
+        if path in self.images:
+            return self.images[path][0]
+        return next((c for c, p in self.targets.items() if p == path), None)
+
+    def forget(self, path):
+        """The file no longer holds the backup it held."""
+        self.images.pop(path, None)
+        for c in [c for c, p in self.targets.items() if p == path]:
+            del self.targets[c]
+
+    def target_files(self):
+        return sorted(os.path.join(self.dir, n) for n in os.listdir(self.dir)
+                      if n.endswith(".img") and n != "disk.img")
+
+    def server_bitmaps(self):
+        """Once no view is open (the server ends one whose backup was
+        killed when its control connection drops): name -> consistent."""
+        for _ in range(1000):
+            q = self.control("query")["return"]
+            if q["backup"] is None:
+                return {b["name"]: b["consistent"] for b in q["bitmaps"]}
+            time.sleep(0.01)
+        raise Failure("a backup view is still open 10 s after its backup "
+                      "was killed")
+
+    def draw_backup(self):
+        """(B or None, NEW, target, --remove-incremental): the last run
+        killed or failed, again; or B among the checkpoints with sets,
+        lost ones first (a resync), and trusted bitmaps; NEW from the
+        pool; a file that holds B's backup, mostly, when B is trusted."""
+        if self.rerun and self.rng.random() < 0.5:
+            drawn, self.rerun = self.rerun, None
+            return drawn
+        bitmaps = self.server_bitmaps()
+        sets = {n[:-5].rsplit(".", 1)[-1] for n in os.listdir(self.dir)
+                if n.endswith(".sums")}
+        lost = sorted(c for c in sets if not bitmaps.get(c))
+        trusted = sorted(c for c in sets | set(self.targets)
+                         if bitmaps.get(c))
+        pick = self.rng.random()
+        base = None
+        if lost and pick < 0.45:
+            base = self.rng.choice(lost)
+        elif trusted and pick < 0.85:
+            base = self.rng.choice(trusted)
+        new = self.rng.choice([p for p in POOL if p != base])
+        files = self.target_files()
+        # For a lost B, the files that held its backup when it was lost
+        # (only a preference: a resync's target must be the disk anyway).
+        holders = [t for t in files if base and
+                   (self.held(t) == base or
+                    base in lost and self.last_backup(t) == base)]
+        if holders and self.rng.random() < (0.85 if base in trusted
+                                            else 0.6):
+            target = self.rng.choice(holders)
+        else:
+            target = self.rng.choice(sorted(
+                set(files) | {os.path.join(self.dir, t) for t in TARGETS}))
+        return base, new, target, bool(base) and self.rng.random() < 0.5
+
+    def expect(self, base, target):
+        """What the target must hold if the backup exits 0: the granules
+        where it may differ from the disk, or None when nothing can be
+        said (an incremental from a consistent bitmap into a file that
+        does not hold its backup: the man page's misuse).  Without a
+        consistent B the backup is a resync or a full copy: exactly the
+        disk.  And how to say so in the log."""
+        bitmaps = self.server_bitmaps()
+        if base is None:
+            return set(), "full"
+        if not bitmaps.get(base):
+            return set(), "%s %s" % (base, "inconsistent" if base in bitmaps
+                                     else "missing")
+        if self.held(target) == base:
+            return self.excused[base] | self.stale.get(base, set()), \
+                "%s consistent, held" % base
+        return None, "%s consistent, not held: unchecked" % base
+
+    def free_name(self, new):
+        """NEW reused: its bitmap removed first, as a rotation does."""
+        if new in self.server_bitmaps() and not self.transaction("remove",
+                                                                 new):
+            return False
+        self.shadows.pop(new, None)
+        self.excused.pop(new, None)
+        return True
+
+    def backup_args(self, base, new, target, remove, extra=()):
+        args = ["backup", "--output=json", "--control", self.ctl,
+                "--checkpoint", new] + list(extra)
+        if base:
+            args += ["--incremental", base]
+        if remove:
+            args += ["--remove-incremental"]
+        return args + ["nbd+unix:///?socket=" + self.sock, target]
+
+    def judge(self, drawn, allowed, disk, sums):
+        """A backup that completed: the oracle, then the model."""
+        base, new, target, remove = drawn
+        got = b""
+        if os.path.exists(target):
+            with open(target, "rb") as f:
+                got = f.read()
+        if len(got) != len(disk):
+            raise Failure("backup %s exited 0 but %s has %d bytes, the disk "
+                          "%d" % (new, target, len(got), len(disk)))
+        wrong = self.changed(got, disk)
+        if allowed is not None and wrong - allowed:
+            raise Failure("backup %s exited 0 but %s differs from the disk "
+                          "at granules %s" % (new, os.path.basename(target),
+                                              sorted(wrong - allowed)))
+        # Where the target is not known to hold B's backup, the set may
+        # describe the disk rather than the target (recording that the
+        # target does not hold it).
+        if sums and allowed is not None:
+            r = self.run(["dirtybitmap", "verify", target, sums], ok=False)
+            if r.returncode != 0:
+                raise Failure("backup %s wrote %s, which does not describe "
+                              "%s: %s" % (new, sums, target,
+                                          (r.stdout + r.stderr).strip()))
+        self.forget(target)
+        self.began(new)
+        if allowed is not None:
+            self.images[target] = (new, self.shadows[new])
+            self.targets[new] = target
+            self.stale[new] = wrong
+        if remove and base not in self.server_bitmaps():
+            self.shadows.pop(base, None)
+            self.excused.pop(base, None)
+
+    def describe(self, drawn, what):
+        base, new, target, remove = drawn
+        return "%s -> %s into %s%s (%s)" % (
+            "incremental " + base if base else "full", new,
+            os.path.basename(target),
+            ", --remove-incremental" if remove else "", what)
+
+    def op_chain_backup(self):
+        self.drop_handle()
+        drawn = self.draw_backup()
+        if not self.free_name(drawn[1]):
+            return
+        allowed, what = self.expect(drawn[0], drawn[2])
+        disk = self.instant()
+        r = self.run(["dirtybitmap"] + self.backup_args(*drawn), ok=False)
+        report = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+        self.say("backup %s: exit %d, %s" % (self.describe(drawn, what),
+                                             r.returncode,
+                                             report.get("mode")))
+        if r.returncode != 0:
+            self.say("  " + r.stderr.strip().replace("\n", "\n  "))
+            if "nothing was changed" not in r.stderr:
+                self.rerun = drawn
+            return
+        self.judge(drawn, allowed, disk, report.get("checksums"))
+
+    def op_killed_backup(self):
+        """A backup killed at one of KILL_POINTS, where gdb holds it."""
+        if not GDB:
+            self.op_chain_backup()
+            return
+        self.drop_handle()
+        drawn = self.draw_backup()
+        base, new, target, remove = drawn
+        if not self.free_name(new):
+            return
+        allowed, what = self.expect(base, target)
+        point = self.rng.choice(KILL_POINTS)
+        skip = self.rng.randrange(4) if point == "target_done" else 0
+        out = os.path.join(self.dir, "backup.json")
+        sums = target + "." + new + ".sums"
+        before = stamp(sums)
+        disk = self.instant()
+        # One request in flight per connection: nbdkit before 1.33.10
+        # aborts when a client dies with several (its commit 9d82aa4f).
+        args = " ".join(shlex.quote(a) for a in
+                        self.backup_args(*drawn, extra=["--requests=1"]))
+        r = self.run(GDB + ["-ex", "break " + point,
+                            "-ex", "ignore 1 %d" % skip,
+                            "-ex", "run %s > %s" % (args, shlex.quote(out)),
+                            "-ex", "kill", shutil.which("dirtybitmap")],
+                     ok=False)
+        where = "%s%s" % (point, " after %d" % skip if skip else "")
+        if "Breakpoint 1, " not in r.stdout:
+            self.op_backup_ended(drawn, what, where, r.stdout, allowed,
+                                 disk, out)
+            return
+        # Complete: backup-end was answered (NEW stays), only the
+        # report is lost.
+        complete = new in self.server_bitmaps()
+        self.say("backup %s: killed at %s%s" % (
+            self.describe(drawn, what), where,
+            ", complete" if complete else ""))
+        if complete and point not in DONE_POINTS:
+            raise Failure("the server kept checkpoint %s of a backup killed "
+                          "before its end" % new)
+        if complete:
+            self.judge(drawn, allowed, disk,
+                       sums if stamp(sums) not in (None, before) else None)
+        else:
+            self.rerun = drawn
+
+    def op_backup_ended(self, drawn, what, where, said, allowed, disk, out):
+        """A run under gdb that ended before its breakpoint."""
+        codes = [line for line in said.splitlines()
+                 if line.startswith("[Inferior 1 ")]
+        if not codes:
+            raise Failure("gdb: %s" % said.strip())
+        code = 0 if "exited normally" in codes[-1] \
+            else int(codes[-1].split()[-1].rstrip("]"), 8)
+        with open(out) as f:
+            text = f.read()
+        report = json.loads(text) if text.startswith("{") else {}
+        self.say("backup %s: not killed at %s: exit %d, %s"
+                 % (self.describe(drawn, what), where, code,
+                    report.get("mode")))
+        if code == 0:
+            self.judge(drawn, allowed, disk, report.get("checksums"))
+
+    def instant(self):
+        """The disk at a backup's instant, remembered for op_revert."""
+        disk = self.contents()
+        self.past = self.past[-5:] + [disk]
+        return disk
+
+    def op_revert(self):
+        """A granule put back as it was at one of the last backups (a
+        file restored, a change undone), through NBD: where a set of
+        checksums left describing an older image matches the disk, but
+        its target no longer holds that image."""
+        disk = self.contents()
+        old = self.rng.choice(self.past) if self.past else disk
+        n = min(len(old), len(disk)) // G
+        differ = [g for g in range(n)
+                  if old[g * G:(g + 1) * G] != disk[g * G:(g + 1) * G]]
+        if differ:
+            g = self.rng.choice(differ)
+            self.say("granule %d put back as it was" % g)
+            self.handle().pwrite(old[g * G:(g + 1) * G], g * G)
+
+    def op_target_file(self):
+        """A target deleted, renamed or copied, its sets left as they
+        are."""
+        files = self.target_files()
+        if not files:
+            return
+        src = self.rng.choice(files)
+        kind = self.rng.choice(["rm", "mv", "cp"])
+        if kind == "rm":
+            self.say("rm %s" % os.path.basename(src))
+            os.unlink(src)
+            self.forget(src)
+            return
+        dst = self.rng.choice(sorted(
+            (set(files) | {os.path.join(self.dir, t) for t in TARGETS})
+            - {src}))
+        self.say("%s %s %s" % (kind, os.path.basename(src),
+                               os.path.basename(dst)))
+        image = self.held(src)
+        self.forget(dst)
+        if kind == "mv":
+            os.rename(src, dst)
+            self.forget(src)
+        else:
+            shutil.copyfile(src, dst)
+        if image:
+            self.images[dst] = (image, self.shadows[image])
+
     # -- operations while stopped ---------------------------------------
 
     def blind(self, granules):
@@ -416,6 +765,21 @@ class Sequence:
             if self.tool_bitmap("clear", name):
                 self.began(name)
 
+    def op_offline_remove(self):
+        """A bitmap lost offline: removed with the tool, or its whole
+        file deleted."""
+        if self.rng.random() < 0.2:
+            if os.path.exists(self.bitmaps):
+                self.say("rm the bitmap file")
+                os.unlink(self.bitmaps)
+                self.shadows.clear()
+                self.excused.clear()
+        elif self.shadows:
+            name = self.rng.choice(sorted(self.shadows))
+            if self.tool_bitmap("remove", name):
+                del self.shadows[name]
+                del self.excused[name]
+
     def op_copy(self):
         self.say("cp -p of the disk and its bitmap file")
         for p in (self.disk, self.bitmaps):
@@ -431,11 +795,14 @@ class Sequence:
 
     SERVING = [(op_io, 8), (op_live_add, 2), (op_live_clear, 1),
                (op_live_remove, 1), (op_backup, 2), (op_stop, 3),
-               (op_kill, 2), (op_power_loss, 1)]
+               (op_kill, 2), (op_power_loss, 1),
+               (op_chain_backup, 1.2), (op_killed_backup, 0.2),
+               (op_revert, 0.5), (op_target_file, 0.5)]
     STOPPED = [(op_start, 6), (op_outside_write, 3), (op_outside_resize, 1),
                (op_tool_resize, 1),
                (op_offline_add, 2), (op_offline_clear, 1), (op_copy, 1),
-               (op_info, 2), (op_power_loss, 1)]
+               (op_info, 2), (op_power_loss, 1),
+               (op_offline_remove, 0.5), (op_target_file, 0.5)]
 
     def play(self):
         for _ in range(self.steps):
@@ -489,6 +856,8 @@ def main():
     failed = [out for _, out in results if out]
     for out in failed:
         print("\n".join(out))
+    if not GDB:
+        print("(no gdb: no backup was killed)")
     print("%d sequences of %d steps, %d failed" % (count, steps, len(failed)))
     sys.exit(1 if failed else 0)
 
