@@ -650,30 +650,50 @@ region_cmp (const void *a, const void *b)
   return ra->offset < rb->offset ? -1 : ra->offset > rb->offset;
 }
 
+size_t
+bmf_max_regions (const struct bmf_state *st)
+{
+  return 2 + 2 * st->nr_bitmaps;
+}
+
+static void
+add_region (struct bmf_region *r, size_t *n, uint64_t offset,
+            uint64_t length)
+{
+  if (offset && length)
+    r[(*n)++] = (struct bmf_region) { offset, length };
+}
+
+size_t
+bmf_state_regions (const struct bmf_state *st, struct bmf_region *r)
+{
+  size_t i, n = 0;
+
+  add_region (r, &n, st->dir_offset, st->dir_length);
+  if (st->has_shadows)
+    add_region (r, &n, st->shadow_table_offset, st->shadow_table_length);
+  for (i = 0; i < st->nr_bitmaps; ++i) {
+    add_region (r, &n, st->bitmaps[i].data_offset,
+                st->bitmaps[i].data_length);
+    if (st->has_shadows)
+      add_region (r, &n, st->bitmaps[i].shadow_offset,
+                  st->bitmaps[i].shadow_length);
+  }
+  return n;
+}
+
 void
 bmf_check_overlaps (const struct bmf_state *st, struct bmf_problems *p)
 {
   struct bmf_region *r;
-  size_t i, n = 0;
+  size_t i, n;
 
-  r = calloc (2 * st->nr_bitmaps + 2, sizeof *r);
+  r = calloc (bmf_max_regions (st), sizeof *r);
   if (r == NULL) {
     bmf_problem (p, "%s", strerror (errno));
     return;
   }
-  if (st->dir_length)
-    r[n++] = (struct bmf_region) { st->dir_offset, st->dir_length };
-  if (st->has_shadows && st->shadow_table_length)
-    r[n++] = (struct bmf_region) { st->shadow_table_offset,
-                                   st->shadow_table_length };
-  for (i = 0; i < st->nr_bitmaps; ++i) {
-    if (st->bitmaps[i].data_length)
-      r[n++] = (struct bmf_region) { st->bitmaps[i].data_offset,
-                                     st->bitmaps[i].data_length };
-    if (st->has_shadows && st->bitmaps[i].shadow_length)
-      r[n++] = (struct bmf_region) { st->bitmaps[i].shadow_offset,
-                                     st->bitmaps[i].shadow_length };
-  }
+  n = bmf_state_regions (st, r);
   qsort (r, n, sizeof *r, region_cmp);
   for (i = 1; i < n; ++i)
     if (r[i - 1].offset + r[i - 1].length > r[i].offset)

@@ -231,6 +231,16 @@ extern int bmf_decode_dir (const unsigned char *buf, size_t len,
 extern const char *bmf_region_problem (uint64_t offset, uint64_t length,
                                        uint64_t file_length);
 
+/* The regions of st that it places (offset and length both set): the
+ * directory, the shadow table, each bitmap's data and shadow.  r has
+ * room for bmf_max_regions (st) of them; returns how many it holds,
+ * in no particular order.  Every walk over the regions of a state
+ * (space, syncs, overlaps) is this.
+ */
+extern size_t bmf_max_regions (const struct bmf_state *st);
+extern size_t bmf_state_regions (const struct bmf_state *st,
+                                 struct bmf_region *r);
+
 /* Report regions (the directory, bitmap data, the shadow table and
  * the shadows) that overlap.
  */
