@@ -348,6 +348,12 @@ bmf_txn_resize (struct bmf_txn *t, uint64_t new_size, struct bmerr *err)
 
   if (was_sized && old_size == new_size)
     return 0;
+  if (t->st.restore.state == BMF_RESTORE_RUNNING) {
+    bmerr_set (err, EBUSY, "the disk is being restored from %s, of %"
+               PRIu64 " bytes: its size cannot change until the restore "
+               "is complete", t->st.restore.source, old_size);
+    return -1;
+  }
   if (new_size > BMF_MAX_DISK_SIZE) {
     bmerr_set (err, EINVAL, "disk size %" PRIu64 " is too large", new_size);
     return -1;
