@@ -92,15 +92,15 @@ wait_ns (int64_t ns)
   return go_on;
 }
 
-static bool
-stopping (void)
+bool
+fill_stopping (void)
 {
   bool r;
 
   pthread_mutex_lock (&stop_lock);
   r = stop;
   pthread_mutex_unlock (&stop_lock);
-  return r || (rs.give_up && rs.give_up ());
+  return r;
 }
 
 /* Clients go first (see the top). */
@@ -211,7 +211,7 @@ fill_main (void *arg)
   int r = 0, err = 0;
 
   test_pause_point ("restore-fill-start");
-  while (!stopping () && give_way ()) {
+  while (!fill_stopping () && give_way ()) {
     r = step (&bt, &cursor, &err);
     if (r == 1)
       break;
@@ -219,7 +219,7 @@ fill_main (void *arg)
       retry = FILL_RETRY_MIN_NS;
       continue;
     }
-    if (stopping ())
+    if (fill_stopping ())
       break;
     nbdkit_error ("dirtybitmap: restore-from=%s: the fill failed (%s): it "
                   "is tried again", rs.source, strerror (err));

@@ -90,6 +90,8 @@ extern void mark_restored (uint64_t a, uint64_t b);
 extern int fill_start (nbdkit_backend *backend, const char *export_name,
                        struct bmerr *err);
 extern void fill_stop (void);
+/* The fill is told to stop (at .cleanup). */
+extern bool fill_stopping (void);
 extern void restore_complete (nbdkit_next *next);
 
 #endif /* DIRTYBITMAP_RESTORE_IMPL_H */

@@ -303,9 +303,15 @@ fill_granules (nbdkit_next *next, uint64_t a, uint64_t b, bool background,
     nbdkit_error ("dirtybitmap: restore: %m");
     return -1;
   }
-  if (source_pread (rs.src, buf, len, offset, rs.give_up, &e) == -1) {
-    nbdkit_error ("dirtybitmap: %s", e.msg);
-    *err = EIO;
+  /* The fill gives up when it is stopped, a client's request when
+   * nbdkit shuts down or the client goes (and then there is no one to
+   * tell).
+   */
+  if (source_pread (rs.src, buf, len, offset,
+                    background ? fill_stopping : rs.give_up, &e) == -1) {
+    if (e.errnum != ESHUTDOWN)
+      nbdkit_error ("dirtybitmap: %s", e.msg);
+    *err = e.errnum == ESHUTDOWN ? ESHUTDOWN : EIO;
     goto err;
   }
   if (background)
