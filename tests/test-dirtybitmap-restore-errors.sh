@@ -63,6 +63,11 @@ fails -k disk.img -k disk.img.bitmaps \
 fails -k disk.img -k disk.img.bitmaps \
       "$why it cannot be served without its source (give restore-from=$src to a writable server)" \
       nbdkit -r -U - --filter="$FILTER" file disk.img --run true
+# The file is sound; its disk's size cannot change until the end.
+dirtybitmap check disk.img.bitmaps
+tool_fails -k disk.img -k disk.img.bitmaps \
+           "the disk is being restored from $src, of 4194304 bytes: its size cannot change until the restore is complete" \
+           resize --disk disk.img disk.img.bitmaps 8M
 # An older reader refuses the file rather than serve it half restored.
 dirtybitmap info disk.img.bitmaps > info
 grep -F "restore: from $src: 0 of 4194304 bytes restored" info
