@@ -179,15 +179,18 @@ step (struct batch *bt, uint64_t *cursor, int *err)
   int r;
 
   a = bits_next_clear (&rs.restored, *cursor, rs.nr);
-  if (a == rs.nr && *cursor > 0)
+  /* Past the end, once the batch is committed: round again. */
+  if (a == rs.nr && bt->n == 0 && *cursor > 0) {
+    *cursor = 0;
     a = bits_next_clear (&rs.restored, 0, rs.nr);
+  }
   if (a == rs.nr && bt->n == 0)
     return 1;
   if (inflight_enter (&token) == -1) {
     *err = ESHUTDOWN;
     return -1;
   }
-  if (a == rs.nr || bt->n == FILL_BATCH || a < *cursor)
+  if (a == rs.nr || bt->n == FILL_BATCH)
     r = commit_batch (bt, err);
   else {
     b = MIN (bits_next_set (&rs.restored, a, rs.nr), a + FILL_CHUNK) - 1;

@@ -3,7 +3,7 @@
  * restore.h and nbdkit-dirtybitmap-filter(1), INSTANT RESTORE): the
  * requests of the disk's connections while the restore runs, and its
  * end.  The fill in the background is in restore-fill.c, the record in
- * the bitmap file in store-restore.c and lib/restore.c.
+ * the bitmap file in store-restore.c and lib/restore-record.c.
  *
  * The disk is cut into granules of 64K.  A granule is *restored* when
  * its bit is set in the file's restored bitmap: its data is then on
@@ -45,6 +45,15 @@
  * durable): restore-from= needs a layer below that promises
  * multi-conn, which is checked per connection.
  *
+ * Block status of a granule not ready is data: what the layer below
+ * says of it describes the old disk (restore_extents).
+ *
+ * Costs.  A request on restored granules costs a test of their bits
+ * (lock-free) and nothing else; the first write to a granule not
+ * restored costs a flush of the layer below, and a read of the source
+ * if it covers the granule in part; a flush or FUA write costs a sync
+ * of the restored bits if any was set since the last.
+ *
  * When every granule is restored, the fill flushes, records the
  * restore complete in the file, and this module steps aside: after a
  * grace period (no request still uses the bits) they are unmapped and
@@ -70,12 +79,11 @@
 #include "inflight.h"
 #include "restore.h"
 #include "restore-impl.h"
+#include "restore-record.h"
 #include "store.h"
 #include "testpause.h"
 #include "tracker.h"
 #include "util.h"
-
-#include "restore-record.h"
 
 struct restore rs;
 
@@ -689,8 +697,9 @@ restore_query (struct restore_info *info, struct bmerr *err)
     goto nomem;
   if (state == BMF_RESTORE_NONE)
     return 0;
-  /* Complete (this run, or before), or running in a file that a
-   * read-only server reads.
+  /* Complete, in this run or before.  (Running and not taken over
+   * cannot be: a start that finds a restore running takes it, or is
+   * refused; then nothing is known restored.)
    */
   info->complete = state == BMF_RESTORE_DONE;
   info->size = size;
