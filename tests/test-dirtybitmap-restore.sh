@@ -47,6 +47,11 @@ if grep -F '"done-bytes": 0,' restore.json; then
     echo "$0: the writes restored no granule"
     exit 1
 fi
+done_bytes=$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["done-bytes"])' restore.json)
+dirtybitmap info --control ctl > info
+cat info
+grep -F "restore: from $src: $done_bytes of $size bytes restored (" info
 
 # A backup cannot begin while the disk is half restored.
 python3 "$abs_top_srcdir/tests/control.py" error ctl \
@@ -67,6 +72,8 @@ python3 "$restore_py" check disk.img image w.log
 dirtybitmap info disk.img.bitmaps > info
 cat info
 grep -Fx "restore: from $src: complete" info
+dirtybitmap info --output=json disk.img.bitmaps > info.json
+grep -F "\"restore\": {\"source\": \"$src\", \"done-bytes\": $size, \"size\": $size, \"complete\": true}," info.json
 
 # The checkpoint recorded exactly the writes, from the start.
 python3 "$restore_py" requests $size w.log |
