@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
+#include <inttypes.h>
 #include <string.h>
 #include <errno.h>
 #include <pthread.h>
@@ -40,6 +41,7 @@
 
 #include "backup.h"
 #include "inflight.h"
+#include "restore.h"
 #include "store.h"
 
 static const char *disk_export;
@@ -75,6 +77,23 @@ backup_unload (void)
   default_dir = NULL;
 }
 
+/* A backup view reads the disk below, which holds the restore's
+ * source only where it is restored: none begins while a restore runs.
+ */
+static bool
+restore_refuses (struct bmerr *err)
+{
+  struct restore_info ri;
+
+  if (!restore_active () || restore_query (&ri, err) == -1)
+    return restore_active ();
+  bmerr_set (err, EBUSY, "the disk is being restored from %s (%" PRIu64
+             " of %" PRIu64 " bytes restored): a backup can begin once the "
+             "restore is complete", ri.source, ri.done_bytes, ri.size);
+  restore_info_free (&ri);
+  return true;
+}
+
 struct view *
 backup_current (void)
 {
@@ -106,6 +125,8 @@ backup_begin (const struct backup_params *p, const void *owner,
                "first (backup-end)", active.name);
     goto err;
   }
+  if (restore_refuses (err))
+    goto err;
   if (strcmp (p->name, disk_export) == 0) {
     bmerr_set (err, EINVAL, "the view cannot be named %s: that is the "
                "disk's export name", p->name);

@@ -25,6 +25,7 @@
 #include "commands.h"
 #include "inflight.h"
 #include "protocol.h"
+#include "restore.h"
 #include "store.h"
 #include "util.h"
 
@@ -71,6 +72,29 @@ backup_json (void)
   json_object_object_add (o, "scratch-bytes",
                           json_object_new_int64 (b.view.scratch_bytes));
   backup_info_free (&b);
+  return o;
+}
+
+/* The restore, or null. */
+static json_object *
+restore_json (void)
+{
+  struct restore_info ri;
+  struct bmerr err;
+  json_object *o;
+
+  if (restore_query (&ri, &err) == -1 || ri.source == NULL ||
+      (o = json_object_new_object ()) == NULL) {
+    restore_info_free (&ri);
+    return NULL;
+  }
+  json_object_object_add (o, "source", proto_string (ri.source));
+  json_object_object_add (o, "done-bytes",
+                          json_object_new_int64 (ri.done_bytes));
+  json_object_object_add (o, "size", json_object_new_int64 (ri.size));
+  json_object_object_add (o, "complete",
+                          json_object_new_boolean (ri.complete));
+  restore_info_free (&ri);
   return o;
 }
 
@@ -125,6 +149,7 @@ query (struct bmerr *err)
   }
   json_object_object_add (r, "bitmaps", list);
   json_object_object_add (r, "backup", backup_json ());
+  json_object_object_add (r, "restore", restore_json ());
   store_info_free (&info);
   return r;
 }

@@ -10,7 +10,8 @@
  * On the disk, a pwrite, zero or trim first keeps what the view still
  * needs of the data it overwrites (view.c), then sets its bits in every
  * recording bitmap (tracker.c), then goes down; extents come from the
- * connection's bitmap (extents.c).
+ * connection's bitmap (extents.c).  While a restore runs (restore.h),
+ * reads, changes, flushes and extents go through it.
  *
  * On the view, reads give the frozen disk, extents the frozen bitmap,
  * a trim releases what it covers, and writes are refused.  The layer
@@ -34,6 +35,7 @@
 #include "extents.h"
 #include "inflight.h"
 #include "params.h"
+#include "restore.h"
 #include "selection.h"
 #include "store.h"
 #include "tracker.h"
@@ -127,7 +129,11 @@ conn_prepare (nbdkit_next *next, void *handle, int readonly)
 
   if (size == -1)
     return -1;
-  return h->view ? 0 : store_resize (size);
+  if (h->view)
+    return 0;
+  if (restore_active () && restore_check_connection (next) == -1)
+    return -1;
+  return store_resize (size);
 }
 
 int64_t
@@ -257,10 +263,54 @@ conn_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
     return -1;
   if (h->view)
     r = view_read (h->view, next, buf, count, offset, err);
+  else if (restore_active ())
+    r = restore_read (next, buf, count, offset, flags, err);
   else
     r = next->pread (next, buf, count, offset, flags, err);
   inflight_exit (token);
   return r;
+}
+
+/* A change of the disk, as the restore calls it down (restore.h). */
+struct change {
+  enum { CHANGE_PWRITE, CHANGE_ZERO, CHANGE_TRIM } kind;
+  nbdkit_next *next;
+  const void *buf;
+  uint32_t count;
+  uint64_t offset;
+  uint32_t flags;
+};
+
+static int
+change_down (void *opaque, int *err)
+{
+  const struct change *c = opaque;
+  nbdkit_next *next = c->next;
+
+  if (before_change (next, c->count, c->offset, c->flags, err) == -1)
+    return -1;
+  switch (c->kind) {
+  case CHANGE_PWRITE:
+    return next->pwrite (next, c->buf, c->count, c->offset, c->flags, err);
+  case CHANGE_ZERO:
+    return next->zero (next, c->count, c->offset, c->flags, err);
+  case CHANGE_TRIM:
+    return next->trim (next, c->count, c->offset, c->flags, err);
+  }
+  abort ();
+}
+
+/* A pwrite, zero or trim of the disk, in flight. */
+static int
+change (const struct change *c, int *err)
+{
+  if (!restore_active ())
+    return change_down ((void *) c, err);
+  if (c->kind == CHANGE_TRIM)
+    return restore_may_trim (c->count, c->offset) ?
+      change_down ((void *) c, err) : 0;
+  return restore_change (c->next, c->count, c->offset, c->flags,
+                         change_down, (void *) c, err);
 }
 
 int
@@ -275,9 +325,8 @@ conn_pwrite (nbdkit_next *next, void *handle, const void *buf,
     return view_refuses (h, "a write", err);
   if (!enter (&token, err))
     return -1;
-  r = before_change (next, count, offset, flags, err);
-  if (r == 0)
-    r = next->pwrite (next, buf, count, offset, flags, err);
+  r = change (&(struct change) { CHANGE_PWRITE, next, buf, count, offset,
+                                 flags }, err);
   inflight_exit (token);
   return r;
 }
@@ -294,9 +343,8 @@ conn_zero (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
     return view_refuses (h, "a write of zeroes", err);
   if (!enter (&token, err))
     return -1;
-  r = before_change (next, count, offset, flags, err);
-  if (r == 0)
-    r = next->zero (next, count, offset, flags, err);
+  r = change (&(struct change) { CHANGE_ZERO, next, NULL, count, offset,
+                                 flags }, err);
   inflight_exit (token);
   return r;
 }
@@ -313,11 +361,9 @@ conn_trim (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
     return -1;
   if (h->view)
     r = view_release (h->view, count, offset, err);
-  else {
-    r = before_change (next, count, offset, flags, err);
-    if (r == 0)
-      r = next->trim (next, count, offset, flags, err);
-  }
+  else
+    r = change (&(struct change) { CHANGE_TRIM, next, NULL, count, offset,
+                                   flags }, err);
   inflight_exit (token);
   return r;
 }
@@ -341,10 +387,67 @@ conn_flush (nbdkit_next *next, void *handle, uint32_t flags, int *err)
     *err = EIO;
     r = -1;
   }
+  else if (restore_active () && restore_sync (err) == -1)
+    r = -1;
   else
     r = next->flush (next, flags, err);
   inflight_exit (token);
   return r;
+}
+
+/* Block status, as the restore asks for it (restore_extents): from
+ * the layer below, or from the connection's bitmap.
+ */
+struct answer {
+  nbdkit_next *next;
+  const struct bitmap_set *s;
+  const struct live_bitmap *lb;         /* NULL: from below */
+  uint32_t count;
+  uint64_t offset;
+  uint32_t flags;
+};
+
+static int
+answer (void *opaque, struct nbdkit_extents *ex, int *err)
+{
+  const struct answer *a = opaque;
+
+  if (a->lb)
+    return bitmap_extents (a->next, a->s, a->lb, a->count, a->offset,
+                           a->flags, ex, err);
+  return a->next->extents (a->next, a->count, a->offset, a->flags, ex, err);
+}
+
+/* In flight: the extents of a, restored or not. */
+static int
+disk_extents (struct answer *a, struct nbdkit_extents *extents, int *err)
+{
+  if (!restore_active ())
+    return answer (a, extents, err);
+  return restore_extents (a->next, a->count, a->offset, a->flags, extents,
+                          a->lb ? NBDKIT_EXTENT_HOLE : 0, answer, a, err);
+}
+
+/* The connection's bitmap, in flight.  From the first block status
+ * on, the bitmap is this client's map: nobody may clear or remove it
+ * until the client goes.  The pin waits for a transaction that has
+ * checked the pins (store.c), so that the set read below is the one
+ * after it.
+ */
+static int
+bitmap_of (struct handle *h, struct answer *a, int *err)
+{
+  if (!h->pinned && store_pin (h->bitmap) == 0)
+    h->pinned = true;
+  a->s = tracker_current ();
+  a->lb = set_find (a->s, h->bitmap);
+  if (a->lb == NULL || !h->pinned) {
+    nbdkit_error ("dirtybitmap: bitmap %s %s", h->bitmap,
+                  h->pinned ? "no longer exists" : ": out of memory");
+    *err = EIO;
+    return -1;
+  }
+  return 0;
 }
 
 int
@@ -353,36 +456,20 @@ conn_extents (nbdkit_next *next, void *handle, uint32_t count,
               struct nbdkit_extents *extents, int *err)
 {
   struct handle *h = handle;
-  const struct bitmap_set *s;
-  const struct live_bitmap *lb;
+  struct answer a = { next, NULL, NULL, count, offset, flags };
   unsigned token;
   int r;
 
-  if (h->view == NULL && h->bitmap == NULL)
+  if (h->view == NULL && h->bitmap == NULL && !restore_active ())
     return next->extents (next, count, offset, flags, extents, err);
   if (!enter (&token, err))
     return -1;
   if (h->view)
     r = view_extents (h->view, count, offset, flags, extents, err);
-  else {
-    /* From the first block status on, the bitmap is this client's
-     * map: nobody may clear or remove it until the client goes.  The
-     * pin waits for a transaction that has checked the pins (store.c),
-     * so that the set read below is the one after it.
-     */
-    if (!h->pinned && store_pin (h->bitmap) == 0)
-      h->pinned = true;
-    s = tracker_current ();
-    lb = set_find (s, h->bitmap);
-    if (lb == NULL || !h->pinned) {
-      nbdkit_error ("dirtybitmap: bitmap %s %s", h->bitmap,
-                    h->pinned ? "no longer exists" : ": out of memory");
-      *err = EIO;
-      r = -1;
-    }
-    else
-      r = bitmap_extents (next, s, lb, count, offset, flags, extents, err);
-  }
+  else if (h->bitmap && bitmap_of (h, &a, err) == -1)
+    r = -1;
+  else
+    r = disk_extents (&a, extents, err);
   inflight_exit (token);
   return r;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* dirtybitmap.c: the nbdkit filter: its registration and lifecycle
  * (open the bitmap file and the control socket at .get_ready, start
- * the control thread at .after_fork, close both at .cleanup).  The
+ * the control thread and a restore's fill at .after_fork, stop and
+ * close them at .cleanup).  The
  * parameters are in params.c, the per-connection callbacks in
  * connections.c.  See nbdkit-dirtybitmap-filter(1).
  */
@@ -27,6 +28,7 @@
 #include "liveness.h"
 #include "msg.h"
 #include "params.h"
+#include "restore.h"
 #include "store.h"
 
 /* -D dirtybitmap.verbose=1: trace the write path. */
@@ -109,6 +111,9 @@ dirtybitmap_get_ready (int thread_model)
     .disk_file = params.disk_file,
     /* Never world-writable (bmf_create), never more open than the disk. */
     .create_mode = params.disk_mode,
+    .restore_from = params.restore_from,
+    .restore_checkpoint = params.restore_checkpoint,
+    .checkpoint_gbits = params.checkpoint_gbits,
   };
   struct bmerr err;
   char *dir;
@@ -125,10 +130,16 @@ dirtybitmap_get_ready (int thread_model)
     control_close ();
     return -1;
   }
+  if (restore_init () == -1) {
+    store_close ();
+    control_close ();
+    return -1;
+  }
   /* Scratch stores go next to the bitmap file unless told otherwise. */
   dir = strdup (params.bitmap_file);
   if (dir == NULL) {
     nbdkit_error ("dirtybitmap: strdup: %m");
+    restore_stop ();
     store_close ();
     control_close ();
     return -1;
@@ -218,7 +229,7 @@ dirtybitmap_after_fork (nbdkit_backend *b)
     nbdkit_error ("dirtybitmap: cannot start the liveness thread: %m");
     return -1;
   }
-  return 0;
+  return restore_start (b, params.export_name, give_up);
 }
 
 static void
@@ -226,6 +237,7 @@ dirtybitmap_cleanup (nbdkit_backend *b)
 {
   control_close ();
   liveness_stop ();
+  restore_stop ();
   store_close ();
 }
 

@@ -16,7 +16,9 @@
 
 #include <nbdkit-filter.h>
 
+#include "cmdline.h"
 #include "params.h"
+#include "restore-record.h"
 #include "shadow.h"
 #include "util.h"
 
@@ -38,6 +40,8 @@ static unsigned cgbits = BMF_DEFAULT_CGBITS; /* coarse-granularity= */
 static bool cgbits_given;
 static const char *export_name = "";    /* export=: the tracked export */
 static char *control_path;              /* control=, absolute */
+static const char *restore_from;        /* restore-from= */
+static const char *restore_checkpoint;  /* restore-checkpoint= */
 
 void
 params_free (void)
@@ -96,6 +100,19 @@ parse_coarse_granularity (const char *value)
   }
   cgbits = log_2 (r);
   cgbits_given = true;
+  return 0;
+}
+
+static int
+parse_restore_from (const char *value)
+{
+  const char *why = bmf_source_problem (value);
+
+  if (why) {
+    nbdkit_error ("dirtybitmap: restore-from=: the URI %s", why);
+    return -1;
+  }
+  restore_from = value;
   return 0;
 }
 
@@ -180,12 +197,41 @@ params_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     control_path = nbdkit_absolute_path (value);
     return control_path ? 0 : -1;
   }
+  else if (strcmp (key, "restore-from") == 0)
+    return parse_restore_from (value);
+  else if (strcmp (key, "restore-checkpoint") == 0) {
+    const char *why = bmf_name_problem (value);
+    if (why) {
+      nbdkit_error ("dirtybitmap: restore-checkpoint=: the name %s", why);
+      return -1;
+    }
+    restore_checkpoint = value;
+    return 0;
+  }
   else if (strcmp (key, "file") == 0) {
     plugin_file = value;        /* valid for the process lifetime */
     return next (nxdata, key, value);
   }
   else
     return next (nxdata, key, value);
+}
+
+/* restore-from= writes the disk; restore-checkpoint= goes with it. */
+static int
+check_restore (void)
+{
+  if (restore_checkpoint && restore_from == NULL) {
+    nbdkit_error ("dirtybitmap: restore-checkpoint= can only be used with "
+                  "restore-from=");
+    return -1;
+  }
+  if (restore_from && nbdkit_started_readonly ()) {
+    nbdkit_error ("dirtybitmap: restore-from=%s: a read-only server (-r) "
+                  "cannot restore the disk: the restore writes it",
+                  restore_from);
+    return -1;
+  }
+  return 0;
 }
 
 static bool
@@ -251,11 +297,13 @@ params_config_complete (nbdkit_next_config_complete *next,
                   "to act on");
     return -1;
   }
-  if (granularity_given && !have_action (ACT_ADD)) {
+  if (granularity_given && !have_action (ACT_ADD) && !restore_checkpoint) {
     nbdkit_error ("dirtybitmap: granularity= can only be used with "
-                  "action=add");
+                  "action=add or restore-checkpoint=");
     return -1;
   }
+  if (check_restore () == -1)
+    return -1;
   if (merge_file && !have_action (ACT_MERGE)) {
     nbdkit_error ("dirtybitmap: merge-file= can only be used with "
                   "action=merge:SRC");
@@ -283,6 +331,8 @@ params_config_complete (nbdkit_next_config_complete *next,
     .disk_file = disk_file, .disk_mode = disk_mode,
     .extents = extents_mode, .durability = durability, .cgbits = cgbits,
     .export_name = export_name, .control_path = control_path,
+    .restore_from = restore_from, .restore_checkpoint = restore_checkpoint,
+    .checkpoint_gbits = gbits,
   };
   return next (nxdata);
 }

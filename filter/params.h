@@ -25,6 +25,9 @@ struct params {
   unsigned cgbits;              /* durability=coarse: coarse granule */
   const char *export_name;      /* the export the bitmaps track */
   const char *control_path;     /* absolute, or NULL */
+  const char *restore_from;     /* restore-from=URI, or NULL */
+  const char *restore_checkpoint; /* restore-checkpoint=NAME, or NULL */
+  unsigned checkpoint_gbits;    /* its granularity= */
 };
 
 /* Complete once .config_complete has succeeded. */
@@ -48,6 +51,8 @@ extern void params_free (void);
   "                         When bits reach stable storage (default coarse).\n" \
   "coarse-granularity=SIZE  Coarse granule of durability=coarse (default 16M).\n" \
   "export=NAME              The export the bitmaps track (default \"\").\n" \
-  "control=PATH             Serve the control channel on this socket."
+  "control=PATH             Serve the control channel on this socket.\n" \
+  "restore-from=URI         Restore the disk from this NBD URI, live.\n" \
+  "restore-checkpoint=NAME  A bitmap added as the restore begins."
 
 #endif /* DIRTYBITMAP_PARAMS_H */

@@ -2,7 +2,8 @@
 /* store-impl.h: what the files of the store share (store.c opens and
  * closes the file; store-commit.c commits live changes, retires and
  * settles sets; store-txn.c runs transactions; store-resize.c resizes;
- * store-query.c answers what others read).  Never included outside
+ * store-query.c answers what others read; store-restore.c keeps the
+ * restore record).  Never included outside
  * them: the rest of the filter sees the store through store.h.
  *
  * The store and its locks.  `store` is one per process, from
@@ -43,6 +44,7 @@
 
 #include "bmfile.h"
 #include "error.h"
+#include "store.h"
 #include "tracker.h"
 #include "txn.h"
 
@@ -87,6 +89,14 @@ extern void retire_sets (struct bitmap_set **retire);
  * meta_lock.
  */
 extern int settle (struct bmerr *err);
+
+/* At the start (store-restore.c), in the start's transaction t (NULL
+ * for a read-only server): begin a restore, resume the one the file
+ * records, or refuse the start (reported), as restore-from= and the
+ * file say.
+ */
+extern int restore_start_txn (const struct store_config *cfg,
+                              struct bmf_txn *t);
 
 /* Make the bitmaps cover a disk of this size (store-resize.c).
  * meta_lock held; retire the sets after releasing it.

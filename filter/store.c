@@ -310,10 +310,11 @@ judge_disk (bool created)
   return 0;
 }
 
-/* The start's transaction: the actions, and what a writable start
- * records (the run that left a mark is over, the disk as it is now,
- * the shadows of its mode), all in one commit.  A read-only start
- * only chooses the selection.
+/* The start's transaction: the actions, a restore begun or resumed
+ * (store-restore.c), and what a writable start records (the run that
+ * left a mark is over, the disk as it is now, the shadows of its
+ * mode), all in one commit.  A read-only start only chooses the
+ * selection (and refuses a disk half restored).
  */
 static int
 start_txn (const struct store_config *cfg, bool created, const char **sel)
@@ -334,7 +335,8 @@ start_txn (const struct store_config *cfg, bool created, const char **sel)
       goto out;
     }
   }
-  if (initial_selection (cfg, t ? bmf_txn_state (t) : bmf_state (store.file),
+  if (restore_start_txn (cfg, t) == -1 ||
+      initial_selection (cfg, t ? bmf_txn_state (t) : bmf_state (store.file),
                          sel) == -1)
     goto out;
   if (t == NULL) {

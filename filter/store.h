@@ -30,6 +30,9 @@ struct store_config {
   bool readonly;                /* nbdkit -r: never write the file */
   const char *disk_file;        /* the plugin's regular file, or NULL */
   mode_t create_mode;           /* permission bits of a new file */
+  const char *restore_from;     /* restore-from=, or NULL */
+  const char *restore_checkpoint; /* restore-checkpoint=, or NULL */
+  unsigned checkpoint_gbits;    /* its granularity */
 };
 
 /* At .get_ready: open (or create), lock, apply the actions, record
@@ -70,6 +73,25 @@ extern int store_transaction (struct action *acts, size_t n,
 extern int store_freeze (const char *bitmap, uint64_t disk_size,
                          struct bits *frozen, unsigned *gbits,
                          struct bmerr *err);
+
+/* A running restore (restore.h), as the file records it: its source
+ * (malloced), the disk's size, its granularity, and its restored bits
+ * mapped writable (their region kept from reuse until
+ * store_restore_unmap).  0 with *source NULL if no restore runs.
+ */
+extern int store_restore_map (char **source, uint64_t *size,
+                              unsigned *gbits, struct bits *bits,
+                              struct bmerr *err);
+extern void store_restore_unmap (struct bits *bits);
+
+/* The running restore is complete: record it (a commit). */
+extern int store_restore_done (struct bmerr *err);
+
+/* The restore the file records, for the query: its state and source
+ * (malloced, NULL if none) and the disk's size.
+ */
+extern int store_restore_record (enum bmf_restore *state, char **source,
+                                 uint64_t *size);
 
 /* Whether path names the bitmap file of this store. */
 extern bool store_is_bitmap_file (const char *path);

@@ -535,6 +535,19 @@ set_views_locked (struct bitmap_set *s, uint64_t offset, uint32_t count)
 }
 
 int
+tracker_first_write (int *err)
+{
+  if (!__atomic_load_n (&first_write_done, __ATOMIC_ACQUIRE)) {
+    if (first_write () == -1) {
+      *err = EIO;
+      return -1;
+    }
+    __atomic_store_n (&first_write_done, true, __ATOMIC_RELEASE);
+  }
+  return 0;
+}
+
+int
 tracker_track (uint64_t offset, uint32_t count, bool fua, int *err)
 {
   struct bitmap_set *s = tracker_current ();
@@ -546,13 +559,8 @@ tracker_track (uint64_t offset, uint32_t count, bool fua, int *err)
   if (count == 0)
     return 0;
   /* Recording or not, the disk changes from here on. */
-  if (!__atomic_load_n (&first_write_done, __ATOMIC_ACQUIRE)) {
-    if (first_write () == -1) {
-      *err = EIO;
-      return -1;
-    }
-    __atomic_store_n (&first_write_done, true, __ATOMIC_RELEASE);
-  }
+  if (tracker_first_write (err) == -1)
+    return -1;
   if (s->nr_recording == 0)
     return 0;
 

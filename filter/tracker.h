@@ -134,6 +134,12 @@ extern void tracker_publish (struct bitmap_set *s);
 extern void tracker_lock (void);
 extern void tracker_unlock (void);
 
+/* Before the disk is first written in this run (by a request, or by
+ * the filter itself: a restore's fill): the file records that it is
+ * open.  On error sets *err and returns -1.
+ */
+extern int tracker_first_write (int *err);
+
 /* Before passing a pwrite/zero/trim down: set the bits of every
  * recording bitmap for [offset, offset+count), durably as the mode
  * and fua demand.  On error sets *err and returns -1.

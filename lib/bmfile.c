@@ -43,6 +43,7 @@
 #include "identity.h"
 #include "msg.h"
 #include "recover.h"
+#include "restore-record.h"
 #include "shadow.h"
 #include "util.h"
 
@@ -199,6 +200,9 @@ bmf_load (int fd, struct bmf_state *st, int *slot, uint64_t *file_size,
   free (dir);
   if (st->has_shadows && load_shadows (fd, st, s[*slot].shadow_crc, p) == -1 &&
       !p->report)
+    return -1;
+  if (st->restore.state != BMF_RESTORE_NONE &&
+      bmf_load_restore (fd, st, p) == -1 && !p->report)
     return -1;
   bmf_check_overlaps (st, p);
   return p->count > before ? -1 : 0;

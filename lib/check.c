@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "bmfile-impl.h"
+#include "restore-record.h"
 #include "util.h"
 
 /* Bits past the last granule must be clear, in the last word and in
@@ -57,6 +58,29 @@ check_tails (int fd, const struct bmf_state *st, uint64_t file_size,
   }
 }
 
+/* The same for the restored bitmap of a running restore. */
+static void
+check_restored_tail (int fd, const struct bmf_state *st, uint64_t file_size,
+                     struct bmf_problems *p)
+{
+  const struct bmf_region reg = bmf_restored_region (st);
+  const uint64_t nbits = bmf_restored_nr_bits (st);
+  const uint64_t start = (nbits / 64) * 8;
+  uint64_t tail[BMF_ALIGN / 8];
+  size_t len;
+
+  if (reg.length == 0 || reg.length <= start ||
+      bmf_region_problem (reg.offset, reg.length,
+                          MIN (st->file_length, file_size)) != NULL)
+    return;
+  len = reg.length - start;
+  if (len > sizeof tail ||
+      pread (fd, tail, len, reg.offset + start) != (ssize_t) len)
+    bmf_problem (p, "restore record: cannot read its restored bitmap");
+  else if (bmf_tail_dirty (tail, len, nbits))
+    bmf_problem (p, "restore record: bits set past the end of the disk");
+}
+
 unsigned
 bmf_check (const char *path,
            void (*report) (void *opaque, const char *problem), void *opaque)
@@ -73,8 +97,10 @@ bmf_check (const char *path,
     bmf_problem (&p, "%s", strerror (errno));
     return p.count;
   }
-  if (bmf_load (fd, &st, &slot, &size, &p) == 0 || st.bitmaps)
+  if (bmf_load (fd, &st, &slot, &size, &p) == 0 || st.bitmaps) {
     check_tails (fd, &st, size, &p);
+    check_restored_tail (fd, &st, size, &p);
+  }
   bmf_state_free (&st);
   close (fd);
   return p.count;

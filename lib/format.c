@@ -30,6 +30,7 @@
 
 #include "crc32c.h"
 #include "format.h"
+#include "restore-record.h"
 #include "shadow.h"
 #include "util.h"
 
@@ -61,6 +62,11 @@ static const char magic[8] = { 'D', 'I', 'R', 'T', 'Y', 'B', 'M', 'P' };
 #define H_SH_CRC     172
 #define H_SH_CGBITS  176
 #define H_SEEN       184
+#define H_RS_OFFSET  192
+#define H_RS_LENGTH  200
+#define H_RS_GBITS   208
+#define H_RS_SRCLEN  212
+#define H_RS_CRC     216
 #define H_CRC        252
 
 /* Each field ends before the next begins, and all fit in the part of
@@ -72,8 +78,10 @@ _Static_assert (H_ID_MTIME + 8 <= H_SH_OFFSET,
                 "the disk id overlaps the shadow fields");
 _Static_assert (H_SH_CGBITS + 4 <= H_SEEN,
                 "the shadow fields overlap the seen time");
-_Static_assert (H_SEEN + 8 <= H_CRC,
-                "the seen time overlaps the CRC");
+_Static_assert (H_SEEN + 8 <= H_RS_OFFSET,
+                "the seen time overlaps the restore record");
+_Static_assert (H_RS_CRC + 4 <= H_CRC,
+                "the restore record overlaps the CRC");
 _Static_assert (H_CRC + 4 == BMF_HEADER_LENGTH,
                 "the CRC must end the used part of the slot");
 _Static_assert (BMF_HEADER_LENGTH <= BMF_HEADER_SLOT,
@@ -233,9 +241,11 @@ void
 bmf_encode_header (const struct bmf_state *st, uint32_t dir_crc,
                    uint32_t shadow_crc, unsigned char buf[BMF_HEADER_SLOT])
 {
+  const struct bmf_restore_record *rs = &st->restore;
   uint32_t compat = (st->has_disk_id ? BMF_COMPAT_DISK_ID : 0) |
     (st->has_shadows ? BMF_COMPAT_SHADOWS : 0) |
-    (st->has_seen ? BMF_COMPAT_SEEN : 0);
+    (st->has_seen ? BMF_COMPAT_SEEN : 0) |
+    (rs->state == BMF_RESTORE_DONE ? BMF_COMPAT_RESTORED : 0);
 
   memset (buf, 0, BMF_HEADER_SLOT);
   memcpy (buf + H_MAGIC, magic, 8);
@@ -250,6 +260,8 @@ bmf_encode_header (const struct bmf_state *st, uint32_t dir_crc,
   put_le32 (buf + H_DIR_LENGTH, st->dir_length);
   put_le32 (buf + H_NR_BITMAPS, st->nr_bitmaps);
   put_le32 (buf + H_DIR_CRC, dir_crc);
+  put_le32 (buf + H_INCOMPAT, rs->state == BMF_RESTORE_RUNNING ?
+            BMF_INCOMPAT_RESTORING : 0);
   put_le64 (buf + H_FILE_LENGTH, st->file_length);
   if (st->open) {
     put_le64 (buf + H_OPEN_PID, st->open_pid);
@@ -271,6 +283,13 @@ bmf_encode_header (const struct bmf_state *st, uint32_t dir_crc,
   }
   if (st->has_seen)
     put_le64 (buf + H_SEEN, st->seen_ns);
+  if (rs->state != BMF_RESTORE_NONE) {
+    put_le64 (buf + H_RS_OFFSET, rs->region.offset);
+    put_le64 (buf + H_RS_LENGTH, rs->region.length);
+    put_le32 (buf + H_RS_GBITS, rs->gbits);
+    put_le32 (buf + H_RS_SRCLEN, rs->source_length);
+    put_le32 (buf + H_RS_CRC, rs->source_crc);
+  }
   put_le32 (buf + H_CRC, crc32c (buf, H_CRC));
 }
 
@@ -309,7 +328,7 @@ slot_envelope (const unsigned char *buf, size_t got, struct bmf_slot *s)
 
 /* The raw header words that st does not keep. */
 struct raw_words {
-  uint32_t hlen, flags, incompat, mode;
+  uint32_t hlen, flags, incompat, compat, mode;
 };
 
 /* Decode a whole slot's fields into s->st (checked by field_problem). */
@@ -318,12 +337,13 @@ decode_fields (const unsigned char *buf, struct bmf_slot *s,
                struct raw_words *w)
 {
   struct bmf_state *st = &s->st;
+  struct bmf_restore_record *rs = &st->restore;
   uint32_t compat;
 
   w->hlen = get_le32 (buf + H_LENGTH);
   w->flags = get_le32 (buf + H_FLAGS);
   w->incompat = get_le32 (buf + H_INCOMPAT);
-  compat = get_le32 (buf + H_COMPAT);
+  compat = w->compat = get_le32 (buf + H_COMPAT);
   w->mode = get_le32 (buf + H_OPEN_MODE);
   st->seq = get_le64 (buf + H_SEQ);
   st->disk_size = get_le64 (buf + H_DISK_SIZE);
@@ -355,6 +375,16 @@ decode_fields (const unsigned char *buf, struct bmf_slot *s,
     st->has_seen = true;
     st->seen_ns = get_le64 (buf + H_SEEN);
   }
+  if ((w->incompat & BMF_INCOMPAT_RESTORING) ||
+      (compat & BMF_COMPAT_RESTORED)) {
+    rs->state = (w->incompat & BMF_INCOMPAT_RESTORING) ?
+      BMF_RESTORE_RUNNING : BMF_RESTORE_DONE;
+    rs->region.offset = get_le64 (buf + H_RS_OFFSET);
+    rs->region.length = get_le64 (buf + H_RS_LENGTH);
+    rs->gbits = get_le32 (buf + H_RS_GBITS);
+    rs->source_length = get_le32 (buf + H_RS_SRCLEN);
+    rs->source_crc = get_le32 (buf + H_RS_CRC);
+  }
 }
 
 /* Whether the decoded fields keep every rule: if not, s->why says
@@ -369,9 +399,10 @@ fields_ok (struct bmf_slot *s, const struct raw_words *w)
   if (w->hlen != BMF_HEADER_LENGTH)
     snprintf (s->why, sizeof s->why, "header length %" PRIu32
               " is not %d", w->hlen, BMF_HEADER_LENGTH);
-  else if (w->incompat != 0)
+  else if (w->incompat & ~BMF_INCOMPAT_FEATURES)
     snprintf (s->why, sizeof s->why,
-              "unsupported incompatible features 0x%" PRIx32, w->incompat);
+              "unsupported incompatible features 0x%" PRIx32,
+              w->incompat & ~BMF_INCOMPAT_FEATURES);
   else if (st->seq == 0 || st->seq > BMF_MAX_SEQ)
     snprintf (s->why, sizeof s->why,
               "header sequence number %" PRIu64 " is out of range "
@@ -415,8 +446,18 @@ fields_ok (struct bmf_slot *s, const struct raw_words *w)
     snprintf (s->why, sizeof s->why,
               "directory (offset %" PRIu64 ", length %" PRIu32 ") %s",
               st->dir_offset, st->dir_length, rp);
-  else if (st->has_shadows)
-    return bmf_shadow_fields_ok (st, s->why, sizeof s->why);
+  else if (st->has_shadows &&
+           !bmf_shadow_fields_ok (st, s->why, sizeof s->why)) {
+    /* (why is said) */
+  }
+  else if ((w->incompat & BMF_INCOMPAT_RESTORING) &&
+           (w->compat & BMF_COMPAT_RESTORED))
+    snprintf (s->why, sizeof s->why, "a restore is said to be both running "
+              "and complete");
+  else if (st->restore.state != BMF_RESTORE_NONE &&
+           !bmf_restore_fields_ok (st, s->why, sizeof s->why)) {
+    /* (why is said) */
+  }
   else
     return true;
   return false;
@@ -650,30 +691,52 @@ region_cmp (const void *a, const void *b)
   return ra->offset < rb->offset ? -1 : ra->offset > rb->offset;
 }
 
+size_t
+bmf_max_regions (const struct bmf_state *st)
+{
+  return 3 + 2 * st->nr_bitmaps;
+}
+
+static void
+add_region (struct bmf_region *r, size_t *n, uint64_t offset,
+            uint64_t length)
+{
+  if (offset && length)
+    r[(*n)++] = (struct bmf_region) { offset, length };
+}
+
+size_t
+bmf_state_regions (const struct bmf_state *st, struct bmf_region *r)
+{
+  size_t i, n = 0;
+
+  add_region (r, &n, st->dir_offset, st->dir_length);
+  if (st->has_shadows)
+    add_region (r, &n, st->shadow_table_offset, st->shadow_table_length);
+  for (i = 0; i < st->nr_bitmaps; ++i) {
+    add_region (r, &n, st->bitmaps[i].data_offset,
+                st->bitmaps[i].data_length);
+    if (st->has_shadows)
+      add_region (r, &n, st->bitmaps[i].shadow_offset,
+                  st->bitmaps[i].shadow_length);
+  }
+  if (st->restore.state != BMF_RESTORE_NONE)
+    add_region (r, &n, st->restore.region.offset, st->restore.region.length);
+  return n;
+}
+
 void
 bmf_check_overlaps (const struct bmf_state *st, struct bmf_problems *p)
 {
   struct bmf_region *r;
-  size_t i, n = 0;
+  size_t i, n;
 
-  r = calloc (2 * st->nr_bitmaps + 2, sizeof *r);
+  r = calloc (bmf_max_regions (st), sizeof *r);
   if (r == NULL) {
     bmf_problem (p, "%s", strerror (errno));
     return;
   }
-  if (st->dir_length)
-    r[n++] = (struct bmf_region) { st->dir_offset, st->dir_length };
-  if (st->has_shadows && st->shadow_table_length)
-    r[n++] = (struct bmf_region) { st->shadow_table_offset,
-                                   st->shadow_table_length };
-  for (i = 0; i < st->nr_bitmaps; ++i) {
-    if (st->bitmaps[i].data_length)
-      r[n++] = (struct bmf_region) { st->bitmaps[i].data_offset,
-                                     st->bitmaps[i].data_length };
-    if (st->has_shadows && st->bitmaps[i].shadow_length)
-      r[n++] = (struct bmf_region) { st->bitmaps[i].shadow_offset,
-                                     st->bitmaps[i].shadow_length };
-  }
+  n = bmf_state_regions (st, r);
   qsort (r, n, sizeof *r, region_cmp);
   for (i = 1; i < n; ++i)
     if (r[i - 1].offset + r[i - 1].length > r[i].offset)

@@ -56,8 +56,22 @@
 #define BMF_COMPAT_DISK_ID  1           /* the disk's identity at a clean stop */
 #define BMF_COMPAT_SHADOWS  2           /* coarse shadows (shadow.h) */
 #define BMF_COMPAT_SEEN     4           /* the disk's writes known until */
+#define BMF_COMPAT_RESTORED 8           /* a restore is complete */
 #define BMF_COMPAT_FEATURES \
-  (BMF_COMPAT_DISK_ID | BMF_COMPAT_SHADOWS | BMF_COMPAT_SEEN)
+  (BMF_COMPAT_DISK_ID | BMF_COMPAT_SHADOWS | BMF_COMPAT_SEEN | \
+   BMF_COMPAT_RESTORED)
+
+/* Incompatible features: a reader that does not know a bit refuses
+ * the file.
+ */
+#define BMF_INCOMPAT_RESTORING 1        /* a restore runs */
+#define BMF_INCOMPAT_FEATURES BMF_INCOMPAT_RESTORING
+
+/* The restore record (restore-record.h): its source, a URI of at most
+ * this many bytes, in the first page of its region.
+ */
+#define BMF_MAX_SOURCE      4095
+#define BMF_SOURCE_PAGE     4096
 
 /* The liveness record (identity.h): a server that writes the disk
  * says, at this offset of the file and without a commit, until when it
@@ -113,6 +127,27 @@ struct bmf_disk_id {
   int64_t mtime_ns;
 };
 
+struct bmf_region {
+  uint64_t offset, length;
+};
+
+/* A restore of the disk from a source (restore-record.h): none, running
+ * (BMF_INCOMPAT_RESTORING: its region is the source's page, then the
+ * restored bitmap), or complete (BMF_COMPAT_RESTORED: the source's page
+ * only).
+ */
+enum bmf_restore { BMF_RESTORE_NONE, BMF_RESTORE_RUNNING,
+                   BMF_RESTORE_DONE };
+
+struct bmf_restore_record {
+  enum bmf_restore state;
+  unsigned gbits;               /* restored granules are 2^gbits bytes */
+  struct bmf_region region;
+  uint32_t source_length;
+  uint32_t source_crc;          /* CRC-32C of the source's bytes */
+  char source[BMF_MAX_SOURCE + 1]; /* NUL-terminated, once loaded */
+};
+
 struct bmf_state {
   uint64_t seq;
   uint64_t disk_size;
@@ -134,14 +169,12 @@ struct bmf_state {
   unsigned cgbits;              /* coarse granularity of the shadows */
   uint64_t shadow_table_offset;
   uint32_t shadow_table_length;
+  struct bmf_restore_record restore;
   uint64_t file_length;
   size_t nr_bitmaps;
   struct bmf_bitmap *bitmaps;
 };
 
-struct bmf_region {
-  uint64_t offset, length;
-};
 
 /* The limits, checked in one place.  Each returns NULL if the value
  * is allowed, else why not ("must be ...").
@@ -230,6 +263,17 @@ extern int bmf_decode_dir (const unsigned char *buf, size_t len,
  */
 extern const char *bmf_region_problem (uint64_t offset, uint64_t length,
                                        uint64_t file_length);
+
+/* The regions of st that it places (offset and length both set): the
+ * directory, the shadow table, each bitmap's data and shadow, the
+ * restore record's.  r has
+ * room for bmf_max_regions (st) of them; returns how many it holds,
+ * in no particular order.  Every walk over the regions of a state
+ * (space, syncs, overlaps) is this.
+ */
+extern size_t bmf_max_regions (const struct bmf_state *st);
+extern size_t bmf_state_regions (const struct bmf_state *st,
+                                 struct bmf_region *r);
 
 /* Report regions (the directory, bitmap data, the shadow table and
  * the shadows) that overlap.

@@ -119,20 +119,18 @@ static bool
 committed_region (const struct bmf_state *st, uint64_t offset,
                   uint64_t length)
 {
-  size_t i;
+  struct bmf_region *r = calloc (bmf_max_regions (st), sizeof *r);
+  bool found = false;
+  size_t i, n;
 
-  if (st->dir_length && st->dir_offset == offset && st->dir_length == length)
-    return true;
-  if (st->has_shadows && st->shadow_table_offset == offset &&
-      st->shadow_table_length == length)
-    return true;
-  for (i = 0; i < st->nr_bitmaps; ++i)
-    if ((st->bitmaps[i].data_offset == offset &&
-         st->bitmaps[i].data_length == length) ||
-        (st->has_shadows && st->bitmaps[i].shadow_offset == offset &&
-         st->bitmaps[i].shadow_length == length))
-      return true;
-  return false;
+  /* (Out of memory: synced again, which costs only time.) */
+  if (r == NULL)
+    return false;
+  n = bmf_state_regions (st, r);
+  for (i = 0; !found && i < n; ++i)
+    found = r[i].offset == offset && r[i].length == length;
+  free (r);
+  return found;
 }
 
 /* A ranged fdatasync of [offset, offset + length): msync. */
@@ -276,6 +274,9 @@ txn_sync_before_header (struct bmf_txn *t, struct bmerr *err)
       (st->has_shadows &&
        add_new (t, &ts, st->shadow_table_offset,
                 st->shadow_table_length) == -1) ||
+      (st->restore.state != BMF_RESTORE_NONE &&
+       add_new (t, &ts, st->restore.region.offset,
+                st->restore.region.length) == -1) ||
       add_bitmaps (t, &ts) == -1 ||
       sync_all (t->f, &ts) == -1) {
     free (ts.r);

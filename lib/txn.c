@@ -108,28 +108,6 @@ region_cmp (const void *a, const void *b)
   return ra->offset < rb->offset ? -1 : ra->offset > rb->offset;
 }
 
-/* The regions of st: its directory and shadow table (once placed),
- * and each bitmap's data and shadow.
- */
-static void
-state_regions (const struct bmf_state *st, struct bmf_region *r, size_t *n)
-{
-  size_t i;
-
-  if (st->dir_length && st->dir_offset)
-    r[(*n)++] = (struct bmf_region) { st->dir_offset, st->dir_length };
-  if (st->has_shadows && st->shadow_table_length && st->shadow_table_offset)
-    r[(*n)++] = (struct bmf_region) { st->shadow_table_offset,
-                                      st->shadow_table_length };
-  for (i = 0; i < st->nr_bitmaps; ++i) {
-    r[(*n)++] = (struct bmf_region) { st->bitmaps[i].data_offset,
-                                      st->bitmaps[i].data_length };
-    if (st->has_shadows)
-      r[(*n)++] = (struct bmf_region) { st->bitmaps[i].shadow_offset,
-                                        st->bitmaps[i].shadow_length };
-  }
-}
-
 /* Every region that new space must avoid: what the committed state
  * and the transaction refer to, and what this process still uses.
  */
@@ -138,15 +116,14 @@ live_regions (struct bmf_txn *t, size_t *n)
 {
   const struct bmf *f = t->f;
   struct bmf_region *r;
-  size_t i, max = 4 + 2 * (f->st.nr_bitmaps + t->st.nr_bitmaps) +
+  size_t i, max = bmf_max_regions (&f->st) + bmf_max_regions (&t->st) +
     f->nr_reserved;
 
-  r = calloc (max, sizeof *r);
+  r = calloc (MAX (max, 1), sizeof *r);
   if (r == NULL)
     return NULL;
-  *n = 0;
-  state_regions (&f->st, r, n);
-  state_regions (&t->st, r, n);
+  *n = bmf_state_regions (&f->st, r);
+  *n += bmf_state_regions (&t->st, r + *n);
   for (i = 0; i < f->nr_reserved; ++i)
     r[(*n)++] = f->reserved[i];
   qsort (r, *n, sizeof *r, region_cmp);
@@ -371,6 +348,12 @@ bmf_txn_resize (struct bmf_txn *t, uint64_t new_size, struct bmerr *err)
 
   if (was_sized && old_size == new_size)
     return 0;
+  if (t->st.restore.state == BMF_RESTORE_RUNNING) {
+    bmerr_set (err, EBUSY, "the disk is being restored from %s, of %"
+               PRIu64 " bytes: its size cannot change until the restore "
+               "is complete", t->st.restore.source, old_size);
+    return -1;
+  }
   if (new_size > BMF_MAX_DISK_SIZE) {
     bmerr_set (err, EINVAL, "disk size %" PRIu64 " is too large", new_size);
     return -1;
@@ -556,26 +539,23 @@ bmf_txn_set_disk_id (struct bmf_txn *t, const struct bmf_disk_id *id)
  * Commit.
  */
 
-static uint64_t
-end_of_regions (const struct bmf_state *st)
+/* The end of the last region of st, the file's length; -1 if out of
+ * memory.
+ */
+static int
+end_of_regions (const struct bmf_state *st, uint64_t *end)
 {
-  uint64_t end = BMF_FIRST_REGION;
-  size_t i;
+  struct bmf_region *r = calloc (MAX (bmf_max_regions (st), 1), sizeof *r);
+  size_t i, n;
 
-  if (st->dir_length)
-    end = MAX (end, ROUND_UP (st->dir_offset + st->dir_length, BMF_ALIGN));
-  if (st->has_shadows && st->shadow_table_length)
-    end = MAX (end, ROUND_UP (st->shadow_table_offset +
-                              st->shadow_table_length, BMF_ALIGN));
-  for (i = 0; i < st->nr_bitmaps; ++i) {
-    if (st->bitmaps[i].data_length)
-      end = MAX (end, st->bitmaps[i].data_offset +
-                 st->bitmaps[i].data_length);
-    if (st->has_shadows && st->bitmaps[i].shadow_length)
-      end = MAX (end, st->bitmaps[i].shadow_offset +
-                 st->bitmaps[i].shadow_length);
-  }
-  return end;
+  if (r == NULL)
+    return -1;
+  n = bmf_state_regions (st, r);
+  *end = BMF_FIRST_REGION;
+  for (i = 0; i < n; ++i)
+    *end = MAX (*end, ROUND_UP (r[i].offset + r[i].length, BMF_ALIGN));
+  free (r);
+  return 0;
 }
 
 /* Write the directory of t->st, reusing the committed copy when the
@@ -646,12 +626,32 @@ bmf_txn_prepare (struct bmf_txn *t, struct bmerr *err)
       txs_write_table (t, &shadow_crc, err) == -1)
     return -1;
   t->st.seq = f->st.seq + 1;
-  t->st.file_length = end_of_regions (&t->st);
+  if (end_of_regions (&t->st, &t->st.file_length) == -1) {
+    bmerr_set (err, errno, "%s", strerror (errno));
+    return -1;
+  }
   if (txn_sync_before_header (t, err) == -1)
     return -1;
   bmf_encode_header (&t->st, dir_crc, shadow_crc, t->hdr);
   t->prepared = true;
   return 0;
+}
+
+/* Keep every region of st from reuse by this process.  (Out of
+ * memory, the file may only grow: the abort keeps its length.)
+ */
+static void
+reserve_all (struct bmf *f, const struct bmf_state *st)
+{
+  struct bmf_region *r = calloc (MAX (bmf_max_regions (st), 1), sizeof *r);
+  size_t i, n;
+
+  if (r == NULL)
+    return;
+  n = bmf_state_regions (st, r);
+  for (i = 0; i < n; ++i)
+    bmf_reserve (f, r[i].offset, r[i].length);
+  free (r);
 }
 
 int
@@ -681,18 +681,7 @@ bmf_txn_finish (struct bmf_txn *t, struct bmerr *err)
     bmerr_set (err, errno, "%s: write header: %s", f->path,
                strerror (errno));
     t->orig_size = UINT64_MAX;
-    if (t->st.dir_length)
-      bmf_reserve (f, t->st.dir_offset, t->st.dir_length);
-    if (t->st.has_shadows && t->st.shadow_table_length)
-      bmf_reserve (f, t->st.shadow_table_offset,
-                   t->st.shadow_table_length);
-    for (i = 0; i < t->st.nr_bitmaps; ++i) {
-      bmf_reserve (f, t->st.bitmaps[i].data_offset,
-                   t->st.bitmaps[i].data_length);
-      if (t->st.has_shadows)
-        bmf_reserve (f, t->st.bitmaps[i].shadow_offset,
-                     t->st.bitmaps[i].shadow_length);
-    }
+    reserve_all (f, &t->st);
     goto err;
   }
 

@@ -58,7 +58,7 @@ extern int bmf_txn_merge_foreign (struct bmf_txn *t, const char *dst,
                                   const struct bmf_foreign *src,
                                   struct bmerr *err);
 /* Cover a disk of new_size bytes; when the size was known, the new
- * area is dirty.
+ * area is dirty.  Refused while a restore runs (EBUSY).
  */
 extern int bmf_txn_resize (struct bmf_txn *t, uint64_t new_size,
                            struct bmerr *err);
@@ -68,6 +68,17 @@ extern int bmf_txn_resize (struct bmf_txn *t, uint64_t new_size,
  */
 extern int bmf_txn_set_shadows (struct bmf_txn *t, unsigned cgbits,
                                 struct bmerr *err);
+/* Begin restoring the disk from source (a URI, restore-record.h), in
+ * granules of 2^gbits bytes: none is restored yet, and every recording
+ * bitmap becomes dirty all over (txn-restore.c).  The disk's size must be
+ * known, and no other restore may be running (a complete one is
+ * replaced).
+ */
+extern int bmf_txn_restore_begin (struct bmf_txn *t, const char *source,
+                                  unsigned gbits, struct bmerr *err);
+/* The running restore is complete: only its source is kept. */
+extern int bmf_txn_restore_done (struct bmf_txn *t, struct bmerr *err);
+
 /* Mark every enabled or settling bitmap inconsistent (bits may have
  * been lost).
  */

@@ -40,7 +40,10 @@ HEADER = {                      # name: (offset, struct format)
     "dir_length": (48, "<I"), "nr_bitmaps": (52, "<I"),
     "dir_crc": (56, "<I"), "incompat": (60, "<I"),
     "file_length": (64, "<Q"), "open_pid": (72, "<Q"),
-    "boot_id": (80, "40s"), "compat": (120, "<I"), "crc": (252, "<I"),
+    "boot_id": (80, "40s"), "compat": (120, "<I"),
+    "restore_offset": (192, "<Q"), "restore_length": (200, "<Q"),
+    "restore_gbits": (208, "<I"), "restore_source_length": (212, "<I"),
+    "restore_crc": (216, "<I"), "crc": (252, "<I"),
 }
 ENTRY = {
     "data_offset": (0, "<Q"), "data_length": (8, "<Q"), "gbits": (16, "<I"),

@@ -22,7 +22,8 @@ filter: dirtybitmap (nbdkit dirty bitmap (changed block tracking) filter)
 nbdkit-dirtybitmap-filter $version: persistent changed-block tracking for any plugin.
 EOF2
 for p in bitmap= action= granularity= bitmap-file= merge-file= \
-         extents= durability= coarse-granularity= export= control=; do
+         extents= durability= coarse-granularity= export= control= \
+         restore-from= restore-checkpoint=; do
     grep "^$p" help.out
 done
 grep -F "flush|strict|coarse" help.out

@@ -29,7 +29,7 @@ refused "truncated: 12288 bytes, the header says $len" \
         truncate -s 12288 c.bitmaps
 # Header fields.
 refused "header length 200 is not 256" poke set length 200
-refused "unsupported incompatible features 0x1" poke set incompat 1
+refused "unsupported incompatible features 0x2" poke set incompat 2
 refused "unknown header flags 0x8" poke set flags 9
 refused "unknown durability mode 3" poke set open_mode 3
 refused "disk size 1000000 recorded but not marked known" poke set flags 0

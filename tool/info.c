@@ -18,6 +18,7 @@
 
 #include "control-client.h"
 #include "dirtybitmap.h"
+#include "restore-record.h"
 #include "util.h"
 
 static void __attribute__ ((noreturn))
@@ -52,10 +53,18 @@ struct info_bitmap {
   uint64_t recovered_bytes;     /* bytes dirty because of it */
 };
 
+/* A restore of the disk (restore-record.h), as the query shapes it. */
+struct info_restore {
+  char *source;                 /* NULL: no restore recorded */
+  uint64_t done, size;
+  bool complete;
+};
+
 struct info {
   char *path;
   bool sized;
   uint64_t size;
+  struct info_restore restore;
   const char *state;            /* "closed", "unclean", "in-use" */
   char state_text[128];         /* the human "state:" line */
   size_t nr;
@@ -71,6 +80,7 @@ info_free (struct info *in)
     free (in->bm[i].name);
   free (in->bm);
   free (in->path);
+  free (in->restore.source);
 }
 
 static const char *
@@ -121,6 +131,36 @@ file_state (const struct bmf *f, struct info *in)
   }
 }
 
+/* The file's restore record: its source, and what is restored. */
+static int
+file_restore (struct bmf *f, struct info_restore *rs)
+{
+  const struct bmf_state *st = bmf_state (f);
+  struct bmerr err;
+  struct bits bits;
+
+  if (st->restore.state == BMF_RESTORE_NONE)
+    return 0;
+  rs->source = strdup (st->restore.source);
+  if (rs->source == NULL) {
+    perror (prog);
+    return -1;
+  }
+  rs->size = st->disk_size;
+  rs->complete = st->restore.state == BMF_RESTORE_DONE;
+  if (rs->complete) {
+    rs->done = rs->size;
+    return 0;
+  }
+  if (bmf_map_restored (f, false, &bits, &err) == -1) {
+    report_error (&err);
+    return -1;
+  }
+  rs->done = bmf_restored_bytes (&bits, st->restore.gbits, st->disk_size);
+  bmf_unmap (&bits);
+  return 0;
+}
+
 static int
 from_file (const char *path, bool force, const char *given_disk,
            struct info *in)
@@ -148,6 +188,8 @@ from_file (const char *path, bool force, const char *given_disk,
   in->sized = st->sized;
   in->size = st->disk_size;
   file_state (f, in);
+  if (file_restore (f, &in->restore) == -1)
+    goto out;
   for (i = 0; i < st->nr_bitmaps; ++i) {
     const struct bmf_bitmap *bm = &st->bitmaps[i];
     struct info_bitmap *b = &in->bm[i];
@@ -207,6 +249,26 @@ get_str (json_object *o, const char *key)
     json_object_get_string (v) : "";
 }
 
+/* The query's "restore" (null, or an object). */
+static int
+server_restore (json_object *ret, struct info_restore *rs)
+{
+  json_object *o;
+
+  if (!json_object_object_get_ex (ret, "restore", &o) ||
+      !json_object_is_type (o, json_type_object))
+    return 0;
+  rs->source = strdup (get_str (o, "source"));
+  if (rs->source == NULL) {
+    perror (prog);
+    return -1;
+  }
+  rs->done = get_u64 (o, "done-bytes");
+  rs->size = get_u64 (o, "size");
+  rs->complete = get_bool (o, "complete");
+  return 0;
+}
+
 static int
 from_server (const char *socket, struct info *in)
 {
@@ -237,6 +299,10 @@ from_server (const char *socket, struct info *in)
   in->bm = calloc (MAX (n, 1), sizeof *in->bm);
   if (in->path == NULL || in->bm == NULL) {
     perror (prog);
+    json_object_put (ret);
+    return -1;
+  }
+  if (server_restore (ret, &in->restore) == -1) {
     json_object_put (ret);
     return -1;
   }
@@ -298,6 +364,16 @@ print_human (const struct info *in)
   else
     printf ("disk size: unknown (no client has connected yet)\n");
   printf ("state: %s\n", in->state_text);
+  if (in->restore.source) {
+    printf ("restore: from ");
+    print_escaped (in->restore.source);
+    if (in->restore.complete)
+      printf (": complete\n");
+    else
+      printf (": %" PRIu64 " of %" PRIu64 " bytes restored (%s)\n",
+              in->restore.done, in->restore.size,
+              human_size (in->restore.done, hs, sizeof hs));
+  }
   printf ("bitmaps:%s\n", in->nr ? "" : " none");
   for (i = 0; i < in->nr; ++i) {
     const struct info_bitmap *b = &in->bm[i];
@@ -330,6 +406,13 @@ print_json (const struct info *in)
   else
     printf ("    \"disk-size\": null,\n");
   printf ("    \"state\": \"%s\",\n", in->state);
+  if (in->restore.source) {
+    printf ("    \"restore\": {\"source\": ");
+    print_json_string (stdout, in->restore.source);
+    printf (", \"done-bytes\": %" PRIu64 ", \"size\": %" PRIu64
+            ", \"complete\": %s},\n", in->restore.done, in->restore.size,
+            in->restore.complete ? "true" : "false");
+  }
   printf ("    \"bitmaps\": [");
   for (i = 0; i < in->nr; ++i) {
     const struct info_bitmap *b = &in->bm[i];

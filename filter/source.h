@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* source.h: the source of a restore (restore.h): an NBD export, given
+ * by its URI, read through libnbd.
+ */
+
+#ifndef DIRTYBITMAP_SOURCE_H
+#define DIRTYBITMAP_SOURCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+
+struct source;
+
+/* Connect once, to learn whether the source is there and its size,
+ * and disconnect (at .get_ready: the connections that read it are
+ * made after nbdkit forks).
+ */
+extern int source_probe (const char *uri, uint64_t *size,
+                         struct bmerr *err);
+
+extern struct source *source_new (const char *uri);
+extern void source_free (struct source *s);
+
+/* Read [offset, offset+count) of the source.  give_up (if set) is
+ * asked every second while the source does not answer: true ends the
+ * wait with an error (nbdkit shuts down, the client has gone).
+ */
+extern int source_pread (struct source *s, void *buf, uint64_t count,
+                         uint64_t offset, bool (*give_up) (void),
+                         struct bmerr *err);
+
+#endif /* DIRTYBITMAP_SOURCE_H */
