@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* repo-impl.h: what the files of the repository module share (repo.c
+ * names, opens and locks a repository; repo-record.c reads and writes
+ * its points' records; repo-files.c makes and removes their files).
+ * Nothing outside them includes it.
+ */
+
+#ifndef DIRTYBITMAP_REPO_IMPL_H
+#define DIRTYBITMAP_REPO_IMPL_H
+
+#include <json-c/json.h>
+
+#include "error.h"
+#include "repo.h"
+
+/* fs (a printf format) with a, b and c: malloced, NULL on ENOMEM. */
+extern char *repo_path_of (const char *fs, const char *a, const char *b,
+                           const char *c);
+
+/* Sync the directory DIR/rel. */
+extern int repo_sync_dir (const struct repo *r, const char *rel,
+                          struct bmerr *err);
+
+/* Read the JSON file path (at most 1 MiB): NULL with err. */
+extern json_object *repo_read_json (const char *path, struct bmerr *err);
+
+/* Write j to DIR/rel atomically (rel.tmp, fsync, rename, fsync the
+ * directory DIR/dirrel).
+ */
+extern int repo_write_json (const struct repo *r, const char *rel,
+                            const char *dirrel, json_object *j,
+                            struct bmerr *err);
+
+#endif /* DIRTYBITMAP_REPO_IMPL_H */
