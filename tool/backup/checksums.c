@@ -154,10 +154,11 @@ each_set (const char *dir,
   return 0;
 }
 
+/* What search_one (and claim_one) look at. */
 struct search {
   const struct set *s;
   const struct disk *d;
-  char *found;
+  char *found;                  /* search_one: the set found */
 };
 
 static int
@@ -348,36 +349,27 @@ checksums_plan (struct set *s, struct disk *d, bool base_there,
   free (unread);
 }
 
-/* Whether set x (file name in DIR) may describe d's target, or an
- * older NEW of d: then it goes before the target is written.  A set
- * of version 1 records no target: the one named after it is its.
+/* Whether set x goes before d's target is written: a set that says
+ * the target file holds its image (the only kind a resync trusts as
+ * what a target holds), or an older set of NEW of this disk.  Any
+ * other set describes the disk at its checkpoint, which stays true
+ * whatever is written where.  1 if it had to go and could not.
  */
-struct claim {
-  const struct set *s;
-  const struct disk *d;
-  const char *base;             /* BASE in DIR/BASE.CHECKPOINT.sums */
-};
-
 static int
 claim_one (const char *path, const char *name, const struct sums *x,
            void *opaque)
 {
-  const struct claim *k = opaque;
-  const struct set *s = k->s;
-  const struct disk *d = k->d;
-  size_t blen = strlen (k->base);
+  const struct set *s = ((struct search *) opaque)->s;
+  const struct disk *d = ((struct search *) opaque)->d;
+  (void) name;
 
-  if (sums_made_for (x, d->target) ||
+  if ((x->target.held && sums_made_for (x, d->target)) ||
       (strcmp (x->checkpoint, s->checkpoint) == 0 &&
-       strcmp (x->source, d->source) == 0) ||
-      (x->target.name[0] == '\0' && !d->named &&
-       strncmp (name, k->base, blen) == 0 && name[blen] == '.' &&
-       strncmp (name + blen + 1, x->checkpoint, strlen (x->checkpoint)) == 0
-       && strcmp (name + blen + 1 + strlen (x->checkpoint), ".sums") == 0)) {
+       strcmp (x->source, d->source) == 0)) {
     if (unlink (path) == -1 && errno != ENOENT)
       return 1;
     bm_debug ("backup: disk %s: %s no longer describes what is there: "
-           "removed", d->name, path);
+              "removed", d->name, path);
   }
   return 0;
 }
@@ -389,22 +381,25 @@ static int
 claim (struct set *s, struct disk *d)
 {
   char *dir, *base, *tmp = NULL;
-  struct claim k = { .s = s, .d = d };
+  struct search k = { .s = s, .d = d };
   int failed = 0, dfd = -1, r = -1;
 
   if (sums_place (s, d, &dir, &base) == -1)
     return 0;                   /* no place: no sets */
-  k.base = base;
   if (asprintf (&tmp, "%s/%s.%s.sums.tmp", dir, base, s->checkpoint) == -1)
     tmp = NULL;
   if (tmp && unlink (tmp) == -1 && errno != ENOENT)
     disk_fail (d, "%s: %s", tmp, strerror (errno));
-  else if (each_set (dir, claim_one, &k, &failed) == -1 && errno != ENOENT)
-    disk_fail (d, "checksums: %s: %s", dir, strerror (errno));
+  else if (each_set (dir, claim_one, &k, &failed) == -1) {
+    if (errno == ENOENT)
+      r = 0;                    /* no directory: no sets */
+    else
+      disk_fail (d, "checksums: %s: %s", dir, strerror (errno));
+  }
   else if (failed)
     disk_fail (d, "checksums: a set describing %s could not be removed "
                "from %s", d->target, dir);
-  else if ((dfd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0 &&
+  else if ((dfd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1 ||
            fsync (dfd) == -1)
     disk_fail (d, "checksums: %s: fsync: %s", dir, strerror (errno));
   else
@@ -416,6 +411,7 @@ claim (struct set *s, struct disk *d)
   free (base);
   return r;
 }
+
 /* d's new set, from the previous one's digests, or none. */
 static int
 new_set (struct set *s, struct disk *d)
