@@ -65,7 +65,6 @@ point_json (const struct repo *r, const struct repo_point *p)
 {
   json_object *o = json_object_new_object ();
   json_object *disks = json_object_new_array ();
-  json_object *v = NULL;
   size_t i;
 
   json_object_object_add (o, "name", json_object_new_string (p->name));
@@ -75,14 +74,7 @@ point_json (const struct repo *r, const struct repo_point *p)
   for (i = 0; i < p->n; ++i)
     json_object_array_add (disks, disk_json (r, &p->disks[i]));
   json_object_object_add (o, "disks", disks);
-  if (p->verified) {
-    v = json_object_new_object ();
-    json_object_object_add (v, "time",
-                            json_object_new_string (p->verified_time));
-    json_object_object_add (v, "ok",
-                            json_object_new_boolean (p->verified_ok));
-  }
-  json_object_object_add (o, "verified", v);
+  json_object_object_add (o, "verified", repo_verified_json (p));
   return o;
 }
 

@@ -423,12 +423,24 @@ repo_points_free (struct repo_points *ps)
   memset (ps, 0, sizeof *ps);
 }
 
+json_object *
+repo_verified_json (const struct repo_point *p)
+{
+  json_object *v;
+
+  if (!p->verified)
+    return NULL;
+  v = json_object_new_object ();
+  json_object_object_add (v, "time", json_object_new_string (p->verified_time));
+  json_object_object_add (v, "ok", json_object_new_boolean (p->verified_ok));
+  return v;
+}
+
 static json_object *
 record_json (const struct repo_point *p)
 {
   json_object *j = json_object_new_object ();
   json_object *disks = json_object_new_array ();
-  json_object *v = NULL;
   size_t i;
 
   json_object_object_add (j, "format", json_object_new_int (REPO_FORMAT));
@@ -450,14 +462,7 @@ record_json (const struct repo_point *p)
     json_object_array_add (disks, o);
   }
   json_object_object_add (j, "disks", disks);
-  if (p->verified) {
-    v = json_object_new_object ();
-    json_object_object_add (v, "time",
-                            json_object_new_string (p->verified_time));
-    json_object_object_add (v, "ok",
-                            json_object_new_boolean (p->verified_ok));
-  }
-  json_object_object_add (j, "verified", v);
+  json_object_object_add (j, "verified", repo_verified_json (p));
   return j;
 }
 

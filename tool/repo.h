@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#include <json-c/json.h>
+
 #include "error.h"
 
 #define REPO_FORMAT 1
@@ -149,5 +151,8 @@ extern void repo_discard (const struct repo *r, const char *point);
  */
 extern int repo_point_write (const struct repo *r,
                              const struct repo_point *p, struct bmerr *err);
+
+/* A point's "verified" in JSON (a new reference), or NULL: none yet. */
+extern json_object *repo_verified_json (const struct repo_point *p);
 
 #endif /* DIRTYBITMAP_REPO_H */
