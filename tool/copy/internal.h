@@ -104,6 +104,12 @@ extern void free_ranges (struct ranges *rs);
 extern int chunk_ranges (struct ranges *rs, uint64_t chunk, uint64_t size,
                          char **errp);
 
+/* Keep of the chunk-aligned ranges rs only the chunks i (of chunk
+ * bytes) with only[i] set.  -1 with *errp on failure.
+ */
+extern int select_chunks (struct ranges *rs, uint64_t chunk,
+                          const uint8_t *only, char **errp);
+
 /* Connections (copy/connect.c). */
 
 /* Connect to uri; with meta, ask for base:allocation.  The handle is

@@ -275,6 +275,9 @@ list_ranges (struct job *j)
   }
   if (ret == 0 && j->c.sums)
     ret = chunk_ranges (&j->ranges, j->c.sums->chunk, j->size, &r->error);
+  if (ret == 0 && j->o->only)
+    ret = select_chunks (&j->ranges, j->c.sums->chunk, j->o->only,
+                         &r->error);
   if (ret == -1)
     return -1;
   j->c.ranges = &j->ranges;
