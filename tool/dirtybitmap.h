@@ -29,6 +29,7 @@ extern int do_resize (int argc, char *argv[]);
 extern int do_verify (int argc, char *argv[]);
 extern int do_list (int argc, char *argv[]);
 extern int do_restore (int argc, char *argv[]);
+extern int do_rollback (int argc, char *argv[]);
 extern int do_serve (int argc, char *argv[]);
 
 /* The disk file that the bitmap file FILE describes: GIVEN (--disk)
