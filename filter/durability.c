@@ -10,7 +10,8 @@
  * lock too, so that every one of them has its bits set when it starts:
  * read without it, between a writer's ticket and its bits, the sync
  * would cover the ticket and miss the bits, and the writer would not
- * wait for them.  One waiter runs fdatasync for all the tickets taken
+ * wait for them (the owner passes that read to dur_init: durability.c
+ * knows no lock of the tracker).  One waiter runs fdatasync for all the tickets taken
  * so far while the others wait on `cond`; they all return together
  * (group commit).  No caller may hold the bits lock.
  *
@@ -30,12 +31,12 @@
 #include <nbdkit-filter.h>
 
 #include "durability.h"
-#include "tracker.h"
 
 extern int dirtybitmap_debug_verbose;
 
 static struct bmf *file;
 static enum bmf_durability mode;
+static uint64_t (*covered) (void);
 static void (*on_failure) (int errnum);
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -47,10 +48,12 @@ static bool failed;             /* a sync failed (atomic) */
 static int fail_errno;          /* its errno (set before failed) */
 
 void
-dur_init (struct bmf *f, enum bmf_durability m, void (*fail) (int errnum))
+dur_init (struct bmf *f, enum bmf_durability m, uint64_t (*cover) (void),
+          void (*fail) (int errnum))
 {
   file = f;
   mode = m;
+  covered = cover;
   on_failure = fail;
 }
 
@@ -104,9 +107,7 @@ sync_to (uint64_t target, bool tell)
     }
     syncing = true;
     pthread_mutex_unlock (&lock);
-    tracker_lock ();
-    upto = dur_requested ();
-    tracker_unlock ();
+    upto = covered ();
     r = bmf_sync (file);
     e = errno;
     /* A failure is said once, by whoever reports it: the owner of the

@@ -414,7 +414,7 @@ store_open (const struct store_config *cfg)
    */
   bmf_set_remove_hint (store.file, "action=remove");
   recovery_notices ();
-  dur_init (store.file, cfg->durability, sync_failed);
+  dur_init (store.file, cfg->durability, tracker_tickets_set, sync_failed);
   tracker_init (first_write);
   if (judge_disk (created) == -1 || start_txn (cfg, created, &sel) == -1)
     goto err;

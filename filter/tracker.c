@@ -94,6 +94,17 @@ tracker_unlock (void)
   pthread_mutex_unlock (&bits_lock);
 }
 
+uint64_t
+tracker_tickets_set (void)
+{
+  uint64_t taken;
+
+  pthread_mutex_lock (&bits_lock);
+  taken = dur_requested ();
+  pthread_mutex_unlock (&bits_lock);
+  return taken;
+}
+
 /*----------------------------------------------------------------------
  * Sets.
  */
