@@ -115,11 +115,11 @@ read_cmdline (size_t *len)
   return buf;
 }
 
-/* What nbdkit_started_readonly answered: -1 not asked, 0, 1. */
+/* What cmdline_readonly answered: -1 not asked, 0, 1. */
 static int guessed = -1;
 
 bool
-nbdkit_started_readonly (void)
+cmdline_readonly (void)
 {
   char **argv, *buf, *p;
   size_t len, n = 0, i;

@@ -101,7 +101,7 @@ static int
 dirtybitmap_get_ready (int thread_model)
 {
   /* With actions, even a read-only server writes the file, once. */
-  const bool readonly = nbdkit_started_readonly () && params.nr_actions == 0;
+  const bool readonly = cmdline_readonly () && params.nr_actions == 0;
   const struct store_config cfg = {
     .path = params.bitmap_file, .bitmap = params.bitmap,
     .actions = params.actions, .nr_actions = params.nr_actions,

@@ -225,7 +225,7 @@ check_restore (void)
                   "restore-from=");
     return -1;
   }
-  if (restore_from && nbdkit_started_readonly ()) {
+  if (restore_from && cmdline_readonly ()) {
     nbdkit_error ("dirtybitmap: restore-from=%s: a read-only server (-r) "
                   "cannot restore the disk: the restore writes it",
                   restore_from);

@@ -281,7 +281,7 @@ disk_seen (struct bmf_txn *t)
  * them: it refuses to start.
  */
 static int
-judge_disk (bool created)
+judge_disk_at_start (bool created)
 {
   enum bmf_disk_verdict verdict;
   struct bmerr err, why;
@@ -416,7 +416,8 @@ store_open (const struct store_config *cfg)
   recovery_notices ();
   dur_init (store.file, cfg->durability, tracker_tickets_set, sync_failed);
   tracker_init (first_write);
-  if (judge_disk (created) == -1 || start_txn (cfg, created, &sel) == -1)
+  if (judge_disk_at_start (created) == -1 ||
+      start_txn (cfg, created, &sel) == -1)
     goto err;
   bmf_set_remove_hint (store.file, NULL);
   if (serve (cfg, sel) == -1)

@@ -22,8 +22,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const char *points;      /* DIRTYBITMAP_TEST_PAUSE, or NULL */
 static const char *dir;         /* DIRTYBITMAP_TEST_PAUSE_DIR */
 /* Protects paused: the points used up.  A leaf. */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static const char *paused[MAX_PAUSED];  /* under lock: points used up */
+static pthread_mutex_t paused_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *paused[MAX_PAUSED];  /* under paused_lock */
 static size_t nr_paused;
 
 static void
@@ -60,14 +60,14 @@ first_at (const char *point)
   bool r;
   size_t i;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&paused_lock);
   r = nr_paused < MAX_PAUSED;
   for (i = 0; r && i < nr_paused; ++i)
     if (strcmp (paused[i], point) == 0)
       r = false;
   if (r)
     paused[nr_paused++] = point;
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&paused_lock);
   return r;
 }
 

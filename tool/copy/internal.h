@@ -145,7 +145,7 @@ struct copy {
   int wake_fd;                  /* readable once the copy is interrupted */
 
   /* Protects the work cursor, the first error and running. */
-  pthread_mutex_t lock;
+  pthread_mutex_t workers_lock;
   pthread_cond_t finished;      /* signalled when a thread ends */
   size_t next_range;            /* the next piece of work: */
   uint64_t next_offset;         /*   offset inside that range */

@@ -58,7 +58,7 @@ void
 copy_error (struct copy *c, const char *fs, ...)
 {
   va_list args;
-  SCOPED_LOCK (&c->lock);
+  SCOPED_LOCK (&c->workers_lock);
 
   __atomic_store_n (&c->stop, true, __ATOMIC_RELEASE);
   if (c->error)
@@ -316,13 +316,13 @@ run_workers (struct job *j)
     int err;
     workers[i] = (struct worker) { .c = c, .i = i };
     {
-      SCOPED_LOCK (&c->lock);
+      SCOPED_LOCK (&c->workers_lock);
       c->running++;
     }
     err = pthread_create (&threads[i], NULL, copy_worker, &workers[i]);
     if (err) {
       {
-        SCOPED_LOCK (&c->lock);
+        SCOPED_LOCK (&c->workers_lock);
         c->running--;
       }
       copy_error (c, "pthread_create: %s", strerror (err));
@@ -330,7 +330,7 @@ run_workers (struct job *j)
     }
     started++;
   }
-  while (wait_workers (&c->lock, &c->finished, &c->running)) {
+  while (wait_workers (&c->workers_lock, &c->finished, &c->running)) {
     if (copy_interrupted ())
       copy_stop (c);
     progress_draw (&j->p, bytes_done (c), false);
@@ -405,7 +405,7 @@ job_close (struct job *j)
   free (c->error);
   free (j->zero_buf);
   free_ranges (&j->ranges);
-  pthread_mutex_destroy (&c->lock);
+  pthread_mutex_destroy (&c->workers_lock);
   pthread_cond_destroy (&c->finished);
 }
 
@@ -433,7 +433,7 @@ copy_run (const struct copy_options *o, struct copy_result *r)
 
   memset (r, 0, sizeof *r);
   r->stage = COPY_STAGE_SETUP;
-  pthread_mutex_init (&j.c.lock, NULL);
+  pthread_mutex_init (&j.c.workers_lock, NULL);
   pthread_cond_init (&j.c.finished, NULL);
   if (copy_signals_catch (&r->error) == -1)
     goto out;
