@@ -41,6 +41,7 @@
 
 #include "backup.h"
 #include "inflight.h"
+#include "report.h"
 #include "restore.h"
 #include "store.h"
 
@@ -228,16 +229,16 @@ backup_owner_gone (const void *owner)
   if (name == NULL)
     return;
 
-  nbdkit_error ("dirtybitmap: backup view %s: the control client that began "
+  filter_error ("backup view %s: the control client that began "
                 "it has gone: the backup is ended%s%s", name,
                 checkpoint ? " and its checkpoint removed: " : "",
                 checkpoint ? checkpoint : "");
   if (backup_end (name, &err) == -1)
-    nbdkit_error ("dirtybitmap: %s", err.msg);
+    filter_error ("%s", err.msg);
   if (checkpoint) {
     struct action remove = { .kind = ACT_REMOVE, .bitmap = checkpoint };
     if (store_transaction (&remove, 1, &err) == -1)
-      nbdkit_error ("dirtybitmap: %s", err.msg);
+      filter_error ("%s", err.msg);
   }
   free (name);
   free (checkpoint);

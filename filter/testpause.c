@@ -14,6 +14,7 @@
 
 #include <nbdkit-filter.h>
 
+#include "report.h"
 #include "testpause.h"
 
 #define MAX_PAUSED 16
@@ -80,7 +81,7 @@ open_fifo (const char *point, const char *suffix, int flags)
   snprintf (path, sizeof path, "%s/%s.%s", dir, point, suffix);
   fd = open (path, flags | O_CLOEXEC);
   if (fd == -1)
-    nbdkit_error ("dirtybitmap: test pause point %s: %s: %m", point, path);
+    filter_error ("test pause point %s: %s: %m", point, path);
   return fd;
 }
 

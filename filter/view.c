@@ -52,6 +52,7 @@
 #include <sys/mman.h>
 
 #include "format.h"
+#include "report.h"
 #include "util.h"
 #include "view.h"
 
@@ -353,7 +354,7 @@ static void
 broken (struct view *v, uint64_t i, const char *why, int e)
 {
   if (!__atomic_exchange_n (&v->failed, true, __ATOMIC_ACQ_REL))
-    nbdkit_error ("dirtybitmap: backup view %s: the data of granule %"
+    filter_error ("backup view %s: the data of granule %"
                   PRIu64 " (offset %" PRIu64 ") could not be kept: %s%s%s: "
                   "the view is broken and the backup has failed (the disk "
                   "itself is not affected)", v->name, i, i << v->gbits,
@@ -470,7 +471,7 @@ refuse (struct view *v, int *err, const char *fs, ...)
   if (vasprintf (&msg, fs, args) == -1)
     msg = NULL;
   va_end (args);
-  nbdkit_error ("dirtybitmap: backup view %s: %s", v->name,
+  filter_error ("backup view %s: %s", v->name,
                 msg ? msg : "cannot be read");
   free (msg);
   *err = EIO;
