@@ -43,16 +43,6 @@
 extern bool wait_workers (pthread_mutex_t *lock, pthread_cond_t *finished,
                           const unsigned *running);
 
-/* Seconds on the monotonic clock. */
-static inline double
-copy_now (void)
-{
-  struct timespec ts;
-
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Format an error into a new string in *errp (only the first is
  * kept: a set *errp is left as it is).
  */

@@ -412,7 +412,7 @@ job_close (struct job *j)
 int
 copy_run (const struct copy_options *o, struct copy_result *r)
 {
-  double start = copy_now ();
+  double start = clock_seconds (CLOCK_MONOTONIC);
   struct job j = {
     .o = o,
     .r = r,
@@ -452,7 +452,7 @@ copy_run (const struct copy_options *o, struct copy_result *r)
   if (ret == -1 && copy_interrupted ())
     r->interrupted = true;
   /* The time of the copy, not of saying goodbye to the servers. */
-  r->seconds = copy_now () - start;
+  r->seconds = clock_seconds (CLOCK_MONOTONIC) - start;
   job_close (&j);
   copy_signals_release ();
   r->ok = ret == 0;
