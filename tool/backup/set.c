@@ -15,24 +15,6 @@
 
 #include "internal.h"
 
-double
-backup_now (void)
-{
-  struct timespec ts;
-
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-double
-backup_wall_now (void)
-{
-  struct timespec ts;
-
-  clock_gettime (CLOCK_REALTIME, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void
 vset_error (char **errp, const char *fs, va_list args)
 {

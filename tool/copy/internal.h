@@ -43,16 +43,6 @@
 extern bool wait_workers (pthread_mutex_t *lock, pthread_cond_t *finished,
                           const unsigned *running);
 
-/* Seconds on the monotonic clock. */
-static inline double
-copy_now (void)
-{
-  struct timespec ts;
-
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Format an error into a new string in *errp (only the first is
  * kept: a set *errp is left as it is).
  */
@@ -151,7 +141,7 @@ struct copy {
   int wake_fd;                  /* readable once the copy is interrupted */
 
   /* Protects the work cursor, the first error and running. */
-  pthread_mutex_t lock;
+  pthread_mutex_t workers_lock;
   pthread_cond_t finished;      /* signalled when a thread ends */
   size_t next_range;            /* the next piece of work: */
   uint64_t next_offset;         /*   offset inside that range */
