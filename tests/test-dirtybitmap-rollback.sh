@@ -57,9 +57,15 @@ snapshot a tue
 write_some 3 a
 rbackup wed a
 snapshot a wed
-# After the newest point: writes, and a zero where tue had data.
+# After the newest point: writes, and a zero over a chunk of data (so
+# that each chunk written changed).
 write_some 4 a
-zero_write "$(uri a)" 0 $chunk
+data=$(python3 -c '
+import sys
+wed = open("a.wed", "rb").read()
+print(next(i for i in range(0, len(wed), 65536)
+           if any(wed[i:i + 65536])))')
+zero_write "$(uri a)" "$data" $chunk
 snapshot a now
 
 # 1. Back to tue.  The chunks to write: dirty since wed (where now

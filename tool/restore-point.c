@@ -423,6 +423,9 @@ restore_job_json (const struct restore_job *j)
   if (j->tracking) {
     json_object_object_add (o, "tracking",
                             json_object_new_string (j->tracking));
+    json_object_object_add (o, "tracking-base", j->tracking_base ?
+                            json_object_new_string (j->tracking_base)
+                            : NULL);
     json_object_object_add (o, "tracking-lost", j->lost ?
                             json_object_new_string (j->lost) : NULL);
     json_object_object_add (o, "chunks-written",

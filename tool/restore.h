@@ -32,8 +32,9 @@ struct restore_job {
   uint64_t nr_only;             /* chunks set in only */
   const char *tracking;         /* how rollback chose them: "bitmap" or
                                  * "checksums", or NULL (restore) */
-  char *lost;                   /* why the bitmap could not be used, or
-                                 * NULL (owned) */
+  const char *tracking_base;    /* the point whose bitmap it was */
+  char *lost;                   /* why no bitmap could be used, or NULL
+                                 * (owned) */
   uint8_t *digests;             /* what the copy read, [sums->n] */
   struct copy_options o;
   struct copy_result r;

@@ -3,17 +3,19 @@
  * by nbdkit with nbdkit-dirtybitmap-filter, brought back in place to a
  * point of a backup repository, writing only what changed since it.
  *
- * Each disk's checkpoint is the newest point's (backup --repo keeps it
- * so).  A chunk of the disk can differ from POINT only if the
- * checkpoint's bitmap has it dirty (written since the newest point) or
- * if the checksums of POINT and of the newest point differ there (it
- * changed between them): those chunks are written, read from POINT's
- * image, nothing else.  The bitmap is read as a backup reads it: a
- * view begun with it (no checkpoint added), its map read, the view
- * ended.  With tracking lost (the bitmap missing, inconsistent or not
- * recording, or the newest point's checksums unusable), the disk is
- * read once instead, each chunk hashed, and the chunks whose digests
- * differ from POINT's checksums are the ones written.
+ * A disk's tracking base is the newest point whose bitmap the disk
+ * has, consistent and recording: the newest point's, as backup --repo
+ * keeps it, or an older one's (a disk restored from that point with
+ * restore-checkpoint=).  A chunk of the disk can differ from POINT
+ * only if that bitmap has it dirty (written since the base) or if the
+ * checksums of POINT and of the base differ there (it changed between
+ * them): those chunks are written, read from POINT's image, nothing
+ * else.  The bitmap is read as a backup reads it: a view begun with it
+ * (no checkpoint added), its map read, the view ended.  With tracking
+ * lost (no such bitmap, or no such point whose checksums can be
+ * compared), the disk is read once instead, each chunk hashed, and the
+ * chunks whose digests differ from POINT's checksums are the ones
+ * written.
  *
  * The writes go through the server, so the filter records them: the
  * checkpoint stays exact, and the next backup into the repository is
@@ -59,8 +61,9 @@ rollback_usage (int status)
 "Bring the live disks, served by nbdkit with nbdkit-dirtybitmap-filter,\n"
 "back to POINT of the backup repository DIR (the newest by default), in\n"
 "place, through their servers, writing only what changed since POINT:\n"
-"what the checkpoint's bitmap recorded since the newest point, and the\n"
-"chunks whose checksums differ between POINT and the newest point.\n"
+"what the disk's checkpoint bitmap (the newest point's, or an older\n"
+"one's) recorded since its point, and the chunks whose checksums differ\n"
+"between POINT and that point.\n"
 "With tracking lost, each disk is read once and compared with POINT's\n"
 "checksums.  No client may write the disks meanwhile (stop the\n"
 "machine).  The writes are recorded by the filter: the next backup\n"
@@ -251,20 +254,18 @@ add_jobs (struct rollback *rb)
  * What to write.
  */
 
-/* The server's state of disk i: a bitmap named point's, recording and
- * consistent, is *tracked; otherwise *why says why not.  No view may
- * be open, nor a restore running.  -1 after saying why.
+/* The server's query of disk i, which must have no view open nor a
+ * restore running: its bitmaps in *bitmaps (a new reference).  -1
+ * after saying why.
  */
 static int
-ask_server (const struct rollback *rb, size_t i, bool *tracked, char **why)
+ask_server (const struct rollback *rb, size_t i, json_object **bitmaps)
 {
-  const char *point = rb->newest->name, *name = rb->st.jobs[i].d->name;
-  json_object *ret = NULL, *list, *b, *v;
+  const char *name = rb->st.jobs[i].d->name;
+  json_object *ret = NULL, *v;
   char *error = NULL;
-  size_t k;
   int r;
 
-  *tracked = false;
   r = control_call (rb->disks[i].control, control_request ("query", NULL),
                     &ret, &error);
   if (r != 0) {
@@ -285,61 +286,66 @@ ask_server (const struct rollback *rb, size_t i, bool *tracked, char **why)
     json_object_put (ret);
     return -1;
   }
-  list = json_object_object_get (ret, "bitmaps");
-  for (k = 0; list && k < json_object_array_length (list); ++k) {
-    const char *bn;
-    b = json_object_array_get_idx (list, k);
-    bn = json_object_get_string (json_object_object_get (b, "name"));
-    if (bn == NULL || strcmp (bn, point) != 0)
-      continue;
-    *tracked =
-      json_object_get_boolean (json_object_object_get (b, "consistent")) &&
-      json_object_get_boolean (json_object_object_get (b, "recording"));
-    if (!*tracked &&
-        asprintf (why, "bitmap %s is %s", point,
-                  json_object_get_boolean (json_object_object_get
-                                           (b, "consistent"))
-                  ? "not recording" : "inconsistent") == -1)
-      *why = NULL;
-    break;
-  }
-  if (!*tracked && *why == NULL &&
-      (list == NULL || k == json_object_array_length (list)) &&
-      asprintf (why, "the disk has no bitmap %s", point) == -1)
-    *why = NULL;
+  *bitmaps = json_object_get (json_object_object_get (ret, "bitmaps"));
   json_object_put (ret);
   return 0;
 }
 
-/* The chunks where the newest point's checksums differ from POINT's:
+/* Why bitmap name of the query's list cannot say what changed since
+ * its point, or NULL if it can (consistent and recording).
+ */
+static const char *
+untracked (json_object *bitmaps, const char *name)
+{
+  size_t k;
+
+  for (k = 0; bitmaps && k < json_object_array_length (bitmaps); ++k) {
+    json_object *b = json_object_array_get_idx (bitmaps, k);
+    const char *bn = json_object_get_string (json_object_object_get (b,
+                                                                     "name"));
+    if (bn == NULL || strcmp (bn, name) != 0)
+      continue;
+    if (!json_object_get_boolean (json_object_object_get (b, "consistent")))
+      return "is inconsistent";
+    if (!json_object_get_boolean (json_object_object_get (b, "recording")))
+      return "is not recording";
+    return NULL;
+  }
+  return "is missing";
+}
+
+/* The chunks where the checksums of point base differ from POINT's:
  * 0, or 1 with *why when they cannot be compared.
  */
 static int
-diff_sums (const struct rollback *rb, struct restore_job *j, char **why)
+diff_sums (const struct rollback *rb, const struct repo_point *base,
+           struct restore_job *j, char **why)
 {
-  const struct repo_disk *nd = repo_point_disk (rb->newest, j->d->name);
+  const struct repo_disk *nd = repo_point_disk (base, j->d->name);
   struct sums *ns = NULL;
   char *path = NULL, *error = NULL;
   uint64_t i;
   int r = 1;
 
+  free (*why);
+  *why = NULL;
   if (nd == NULL) {
-    if (asprintf (why, "the newest point %s has no disk %s",
-                  rb->newest->name, j->d->name) == -1)
+    if (asprintf (why, "point %s has no disk %s", base->name,
+                  j->d->name) == -1)
       *why = NULL;
     return 1;
   }
   if ((path = repo_path (&rb->st.repo, nd->sums)) == NULL ||
       sums_read (path, &ns, &error) == -1) {
-    if (asprintf (why, "the checksums of point %s: %s", rb->newest->name,
+    if (asprintf (why, "the checksums of point %s: %s", base->name,
                   error ? error : strerror (ENOMEM)) == -1)
       *why = NULL;
   }
   else if (ns->disk_size != j->sums->disk_size ||
            ns->chunk != j->sums->chunk ||
-           strcmp (ns->checkpoint, rb->newest->name) != 0) {
+           strcmp (ns->checkpoint, base->name) != 0) {
     if (asprintf (why, "the checksums of point %s (%s) do not describe "
-                  "the disk in the chunks of point %s", rb->newest->name,
+                  "the disk in the chunks of point %s", base->name,
                   path, rb->st.point.name) == -1)
       *why = NULL;
   }
@@ -356,11 +362,49 @@ diff_sums (const struct rollback *rb, struct restore_job *j, char **why)
   return r;
 }
 
-/* The chunks that the bitmap of the newest point has dirty, read from
- * a view: -1 after saying why.
+/* The point whose bitmap disk i has, consistent and recording, the
+ * newest such one, whose checksums can be compared with POINT's (the
+ * chunks that differ set in only): what changed since it is what the
+ * bitmap has dirty.  NULL with *why (about the newest point) if none.
+ */
+static const struct repo_point *
+choose_base (const struct rollback *rb, size_t i, json_object *bitmaps,
+             char **why)
+{
+  struct restore_job *j = &rb->st.jobs[i];
+  char *whynot = NULL;
+  const char *state;
+  size_t k;
+
+  for (k = rb->points.n; k-- > 0;) {
+    const struct repo_point *p = &rb->points.p[k];
+    if ((state = untracked (bitmaps, p->name)) != NULL) {
+      if (*why == NULL &&
+          asprintf (why, strcmp (state, "is missing") == 0
+                    ? "the disk has no bitmap %s"
+                    : "bitmap %s %s", p->name, state) == -1)
+        *why = NULL;
+      continue;
+    }
+    if (diff_sums (rb, p, j, &whynot) == 0) {
+      free (whynot);
+      return p;
+    }
+    if (*why == NULL)
+      *why = whynot;
+    else
+      free (whynot);
+    whynot = NULL;
+  }
+  return NULL;
+}
+
+/* The chunks that the bitmap of point base has dirty, read from a
+ * view: -1 after saying why.
  */
 static int
-bitmap_chunks (const struct rollback *rb, size_t i)
+bitmap_chunks (const struct rollback *rb, size_t i,
+               const struct repo_point *base)
 {
   struct restore_job *j = &rb->st.jobs[i];
   const char *ctl = rb->disks[i].control;
@@ -371,7 +415,7 @@ bitmap_chunks (const struct rollback *rb, size_t i)
   json_object_object_add (args, "name",
                           json_object_new_string (ROLLBACK_VIEW));
   json_object_object_add (args, "bitmap",
-                          json_object_new_string (rb->newest->name));
+                          json_object_new_string (base->name));
   json_object_object_add (args, "end-on-disconnect",
                           json_object_new_boolean (true));
   if ((fd = control_connect (ctl)) == -1) {
@@ -391,7 +435,7 @@ bitmap_chunks (const struct rollback *rb, size_t i)
   }
   if (r == 1 || (r == -1 && error))
     bm_error ("rollback: disk %s: cannot read what bitmap %s recorded: %s",
-              j->d->name, rb->newest->name, error ? error : "out of memory");
+              j->d->name, base->name, error ? error : "out of memory");
   /* Ended before anything is written (closing the connection would
    * end it too: end-on-disconnect).
    */
@@ -448,7 +492,8 @@ static int
 plan_one (struct rollback *rb, size_t i)
 {
   struct restore_job *j = &rb->st.jobs[i];
-  bool tracked;
+  const struct repo_point *base;
+  json_object *bitmaps = NULL;
   uint64_t k;
   int r;
 
@@ -456,13 +501,16 @@ plan_one (struct rollback *rb, size_t i)
     perror (prog);
     return -1;
   }
-  if (ask_server (rb, i, &tracked, &j->lost) == -1)
+  if (ask_server (rb, i, &bitmaps) == -1)
     return -1;
-  if (tracked && diff_sums (rb, j, &j->lost) != 0)
-    tracked = false;
-  if (tracked) {
+  base = choose_base (rb, i, bitmaps, &j->lost);
+  json_object_put (bitmaps);
+  if (base) {
+    free (j->lost);
+    j->lost = NULL;
     j->tracking = "bitmap";
-    r = bitmap_chunks (rb, i);
+    j->tracking_base = base->name;
+    r = bitmap_chunks (rb, i, base);
   }
   else {
     j->tracking = "checksums";
