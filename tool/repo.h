@@ -5,7 +5,8 @@
  *   DIR/repository.json         {"format": 1}: DIR is a repository
  *   DIR/lock                    flock(2): exclusive for a writer
  *                               (backup), shared for readers (list,
- *                               restore, serve); never waited for
+ *                               restore, serve, verify); never
+ *                               waited for
  *   DIR/points/POINT.json       a complete point (struct repo_point),
  *                               written atomically and last: a point
  *                               exists iff its record does
