@@ -511,11 +511,12 @@ open_repo (struct vrun *run, const char *spec, size_t *only)
                                           &err) == 0) &&
            repo_load (&run->repo, &run->all, &err) == 0)
     r = 0;
-  for (*only = run->all.n; r == 0 && point && *only > 0; --*only)
-    if (strcmp (run->all.p[*only - 1].name, point) == 0)
+  /* POINT's index (it is there: the lock keeps writers out). */
+  for (*only = 0; r == 0 && point && *only < run->all.n; ++*only)
+    if (strcmp (run->all.p[*only].name, point) == 0)
       break;
-  if (r == 0 && point)
-    --*only;
+  if (point == NULL)
+    *only = run->all.n;
   if (r == -1)
     bm_error ("verify: %s", err.msg);
   else if (run->all.n == 0) {

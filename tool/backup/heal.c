@@ -169,7 +169,7 @@ mark (struct set *s, struct disk *d)
   fprintf (stderr, "%s: backup: disk %s: the chunks to heal could not be "
            "marked in bitmap %s on its server (%s): a resync instead (the "
            "whole disk read, only what differs and those chunks written)\n",
-           prog, d->name, s->incremental, why);
+           prog, d->name, s->incremental, why ? why : "out of memory");
   free (why);
   d->mode = MODE_RESYNC;
 }
