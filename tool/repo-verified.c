@@ -105,10 +105,10 @@ parse_differing (const char *path, json_object *list, struct repo_point *p,
   if (list == NULL)
     return 0;
   if (!json_object_is_type (list, json_type_array) || p->verified_ok ||
-      (n = json_object_array_length (list)) > REPO_MAX_BAD) {
+      (n = json_object_array_length (list)) > REPO_MAX_BAD + p->n) {
     bmerr_set (err, EINVAL, "%s: damaged: verified.differing is not a list "
-               "of at most %d ranges of a point found bad", path,
-               REPO_MAX_BAD);
+               "of at most %zu ranges of a point found bad", path,
+               REPO_MAX_BAD + p->n);
     return -1;
   }
   if (n && (p->bad = calloc (n, sizeof *p->bad)) == NULL) {
@@ -230,35 +230,37 @@ lock_records (const struct repo *r, struct bmerr *err)
   return fd;
 }
 
-/* bad (n ranges) into p, at most REPO_MAX_BAD: past that, each further
- * range is folded into the last one kept of its disk (or, if it has
- * none, into the last one): more is healed, never less.
+/* bad (n ranges) into p.  Past REPO_MAX_BAD ranges, each disk's are
+ * folded into one, from its first to the end of its last, held (for
+ * all that is known) by the point itself: more is healed, never less.
  */
 static int
 keep_bad (struct repo_point *p, const struct repo_bad *bad, size_t n)
 {
+  const bool fold = n > REPO_MAX_BAD;
+  struct repo_bad *b;
+  uint64_t end;
   size_t i, k;
 
-  if (n && (p->bad = calloc (MIN (n, REPO_MAX_BAD), sizeof *p->bad)) == NULL)
+  if (n && (p->bad = calloc (n, sizeof *p->bad)) == NULL)
     return -1;
   for (i = 0; i < n; ++i) {
-    struct repo_bad *b = NULL;
-    for (k = p->nbad; i >= REPO_MAX_BAD && k > 0 && b == NULL; --k)
-      if (strcmp (p->bad[k - 1].disk, bad[i].disk) == 0)
-        b = &p->bad[k - 1];
+    for (b = NULL, k = 0; fold && k < p->nbad && b == NULL; ++k)
+      if (strcmp (p->bad[k].disk, bad[i].disk) == 0)
+        b = &p->bad[k];
     if (b) {
-      b->length = MAX (b->offset + b->length, bad[i].offset + bad[i].length)
-        - b->offset;
-      free (b->in);
-      b->in = NULL;
+      end = MAX (b->offset + b->length, bad[i].offset + bad[i].length);
+      b->offset = MIN (b->offset, bad[i].offset);
+      b->length = end - b->offset;
       continue;
     }
     b = &p->bad[p->nbad++];
-    if ((b->disk = strdup (bad[i].disk)) == NULL ||
-        (bad[i].in && (b->in = strdup (bad[i].in)) == NULL))
-      return -1;
     b->offset = bad[i].offset;
     b->length = bad[i].length;
+    if ((b->disk = strdup (bad[i].disk)) == NULL ||
+        ((fold || bad[i].in) &&
+         (b->in = strdup (fold ? p->name : bad[i].in)) == NULL))
+      return -1;
   }
   return 0;
 }

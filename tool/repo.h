@@ -187,9 +187,9 @@ extern json_object *repo_verified_json (const struct repo_point *p);
 extern void repo_time_now (char *buf, size_t n);
 
 /* Record in point's record a verification made at time: ok, or the
- * ranges found bad (nbad of them; at most REPO_MAX_BAD are kept, the
- * rest folded into the last one: more is healed, never less).  The
- * rest of the record is kept as it is.  -1 with err.
+ * ranges found bad (nbad of them; past REPO_MAX_BAD, each disk's are
+ * folded into one, held by the point: more is healed, never less).
+ * The rest of the record is kept as it is.  -1 with err.
  */
 #define REPO_MAX_BAD 1024
 extern int repo_record_verified (const struct repo *r, const char *point,
