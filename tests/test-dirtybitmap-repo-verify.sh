@@ -115,7 +115,7 @@ p, = v["points"]
 assert p["name"] == "c2" and p["result"] == "bad" and p["ok"] is False, p
 assert p["differing"] == [{"disk": "a", "offset": int(sys.argv[1]),
                            "length": 65536, "in": "c2",
-                           "read-through-by": None}], p
+                           "read-through-by": []}], p
 EOF2
 
 # --- The next backup heals it: that chunk only -----------------------
@@ -150,7 +150,7 @@ print(e["start"], o["offset"] + e["start"] - o["start"])')
 flip R/disks/a/c1.qcow2 $((h1 + 5))
 tool_fails "verify: point c1, disk a: 1 of 128 chunks" verify "$repo"
 grep -Fx "dirtybitmap: verify: point c1, disk a: differs: offset $off1, 65536 bytes (held by the image of point c1; points c2, c3 read it through that image, and are bad there too)" fails.err
-grep -Fx "dirtybitmap: verify: point c2, disk a: differs: offset $off1, 65536 bytes (held by the image of point c1; points c3 read it through that image, and are bad there too)" fails.err
+grep -Fx "dirtybitmap: verify: point c2, disk a: differs: offset $off1, 65536 bytes (held by the image of point c1; point c3 reads it through that image, and is bad there too)" fails.err
 grep -Fx "dirtybitmap: verify: point c3, disk a: differs: offset $off1, 65536 bytes (held by the image of point c1)" fails.err
 rbackup c4 a -- --output=json > b4.json 2> b4.err
 cat b4.json b4.err

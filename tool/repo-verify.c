@@ -293,28 +293,36 @@ reads_through (struct vrun *run, const struct repo_point *r,
   return false;
 }
 
-/* "c3, c4": the points after p (index k) that read b through its
- * image, malloced (NULL: none).
+/* The points after point k that read b through its image: an array
+ * of their names.
  */
-static char *
+static json_object *
 dependents (struct vrun *run, size_t k, const struct repo_bad *b,
             uint64_t chunk)
+{
+  json_object *a = json_object_new_array ();
+  size_t i;
+
+  for (i = k + 1; i < run->all.n; ++i)
+    if (reads_through (run, &run->all.p[i], b, chunk))
+      json_object_array_add (a, json_object_new_string (run->all.p[i].name));
+  return a;
+}
+
+/* "c3, c4", malloced (NULL: out of memory). */
+static char *
+joined (json_object *a)
 {
   char *out = NULL;
   size_t len = 0, i;
   FILE *fp = open_memstream (&out, &len);
-  int m = 0;
 
   if (fp == NULL)
     return NULL;
-  for (i = k + 1; i < run->all.n; ++i)
-    if (reads_through (run, &run->all.p[i], b, chunk))
-      fprintf (fp, "%s%s", m++ ? ", " : "", run->all.p[i].name);
+  for (i = 0; i < json_object_array_length (a); ++i)
+    fprintf (fp, "%s%s", i ? ", " : "",
+             json_object_get_string (json_object_array_get_idx (a, i)));
   fclose (fp);
-  if (m == 0) {
-    free (out);
-    out = NULL;
-  }
   return out;
 }
 
@@ -327,17 +335,19 @@ say_bad (struct vrun *run, size_t k, const struct repo_bad *b,
          uint64_t chunk, json_object *list)
 {
   const struct repo_point *p = &run->all.p[k];
-  char *deps = dependents (run, k, b, chunk);
-  json_object *o;
+  json_object *deps = dependents (run, k, b, chunk), *o;
+  const size_t n = json_object_array_length (deps);
+  char *names = n ? joined (deps) : NULL;
 
   if (!run->json)
     bm_error ("verify: point %s, disk %s: differs: offset %" PRIu64 ", %"
               PRIu64 " bytes (%s%s%s%s%s)", p->name, b->disk, b->offset,
               b->length, b->in ? "held by the image of point " : "read as "
               "zeroes: no image holds it", b->in ? b->in : "",
-              deps ? "; points " : "", deps ? deps : "",
-              deps ? " read it through that image, and are bad there too"
-              : "");
+              names ? n > 1 ? "; points " : "; point " : "",
+              names ? names : "", names ? n > 1 ? " read it through that "
+              "image, and are bad there too" : " reads it through that "
+              "image, and is bad there too" : "");
   else {
     o = json_object_new_object ();
     json_object_object_add (o, "disk", json_object_new_string (b->disk));
@@ -345,11 +355,11 @@ say_bad (struct vrun *run, size_t k, const struct repo_bad *b,
     json_object_object_add (o, "length", json_object_new_uint64 (b->length));
     json_object_object_add (o, "in", b->in ? json_object_new_string (b->in)
                             : NULL);
-    json_object_object_add (o, "read-through-by", deps
-                            ? json_object_new_string (deps) : NULL);
+    json_object_object_add (o, "read-through-by", json_object_get (deps));
     json_object_array_add (list, o);
   }
-  free (deps);
+  json_object_put (deps);
+  free (names);
 }
 
 static void
