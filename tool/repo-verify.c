@@ -488,10 +488,13 @@ skip (struct vrun *run, const struct repo_point *p)
   run->bad += !p->verified_ok;
   if (run->json)
     point_json (run, p, "skipped", p->verified_time, p->verified_ok);
+  else if (p->verified_ok)
+    printf ("point %s: skipped: verified ok at %s, since this verify "
+            "began (at %s)\n", p->name, p->verified_time, run->since);
   else
-    printf ("point %s: skipped: %s at %s, since this verify began (at %s)"
-            "\n", p->name, p->verified_ok ? "verified ok" : "found BAD",
-            p->verified_time, run->since);
+    bm_error ("verify: point %s: skipped: found BAD at %s, since this "
+              "verify began (at %s)", p->name, p->verified_time,
+              run->since);
   return true;
 }
 
