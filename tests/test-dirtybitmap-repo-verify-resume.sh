@@ -5,7 +5,9 @@
 # only, keeps its session and says how to go on; verify --resume then
 # skips the first point (its recorded result stands, its time
 # unchanged), verifies the others and ends the session.  --resume
-# without a session verifies every point, and says so.
+# without a session verifies every point, and says so.  A point found
+# bad before the interruption is skipped too, and still makes the
+# resumed run fail.
 source ./functions.sh
 set -e
 set -x
@@ -63,3 +65,25 @@ cat all.out all.err
 grep -F "dirtybitmap: verify: --resume: $repo has no verify of every point to resume: verifying every point" all.err
 grep -E "^point c1: verified ok at " all.out
 test "$(verified c1)" != "$c1"
+
+# A point found bad before the interruption: skipped, and it still
+# makes the resumed run fail.
+read -r h < <(qemu-img map -f qcow2 --output=json R/disks/a/c1.qcow2 |
+    python3 -c '
+import json, sys
+print([e for e in json.load(sys.stdin) if e["depth"] == 0 and e["data"]][0]["offset"])')
+printf 'bad' | dd of=R/disks/a/c1.qcow2 bs=1 seek=$((h + 3)) conv=notrunc status=none
+gdb -q -batch -ex "break image_hash" -ex run -ex continue \
+    -ex delete -ex "signal SIGINT" \
+    --args "$tool" verify "$repo" > gdb2.log 2>&1 || :
+cat gdb2.log
+grep -F "exited with code 01" gdb2.log
+grep -E "^dirtybitmap: verify: point c1: BAD, recorded at " gdb2.log
+r=0
+dirtybitmap verify --resume "$repo" > bad.out 2> bad.err || r=$?
+cat bad.out bad.err
+test $r = 1
+grep -E "^dirtybitmap: verify: point c1: skipped: found BAD at .*, since this verify began" bad.err
+grep -E "^dirtybitmap: verify: point c2: BAD, recorded at " bad.err
+grep -E "^point c3: verified ok at " bad.out
+test ! -e R/verify.json
