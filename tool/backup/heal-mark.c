@@ -125,8 +125,9 @@ heal_mark (const struct set *s, const struct disk *d, uint64_t chunk,
   int r = -1;
 
   *why = NULL;
+  /* The server takes an absolute path only (it runs in /). */
   if (asprintf (&dir, "%s/dirtybitmap-heal-XXXXXX",
-                tmp && *tmp ? tmp : "/tmp") == -1)
+                tmp && *tmp == '/' ? tmp : "/tmp") == -1)
     dir = NULL;
   if (dir == NULL || mkdtemp (dir) == NULL || chmod (dir, 0755) == -1 ||
       asprintf (&path, "%s/heal.bitmaps", dir) == -1) {
