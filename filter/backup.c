@@ -22,7 +22,7 @@
  * One view at a time.  Begin and end run on the control thread (and
  * backup_owner_gone when a control client goes); connection threads
  * look the view up (backup_current, atomically, on the data path;
- * backup_open_view and backup_query, under the lock, from .open and
+ * backup_open_view and backup_query, under backup_lock, from .open and
  * .list_exports); backup_init runs at .get_ready, backup_unload at
  * .unload.
  */
@@ -41,6 +41,7 @@
 
 #include "backup.h"
 #include "inflight.h"
+#include "report.h"
 #include "restore.h"
 #include "store.h"
 
@@ -48,17 +49,17 @@ static const char *disk_export;
 static char *default_dir;
 static int (*read_disk_size) (uint64_t *size, struct bmerr *err);
 static struct view *current;            /* atomic */
-/* Protects `active` and the begin and end of the one view: `current`
- * changes only under it (readers load it atomically and take a
- * reference under it).  Taken before the store's meta_lock
- * (store-impl.h), never under it.
+/* Protects `begun` (the backup begun) and the begin and end of the
+ * one view: `current` changes only under it (readers load it
+ * atomically and take a reference under it).  Taken before the
+ * store's meta_lock (store-impl.h), never under it.
  */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t backup_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   char *name, *bitmap, *checkpoint;
   const void *owner;
   bool end_with_owner;
-} active;
+} begun;
 
 void
 backup_init (const char *export_name, const char *dir,
@@ -103,10 +104,10 @@ backup_current (void)
 static void
 forget_active_locked (void)
 {
-  free (active.name);
-  free (active.bitmap);
-  free (active.checkpoint);
-  memset (&active, 0, sizeof active);
+  free (begun.name);
+  free (begun.bitmap);
+  free (begun.checkpoint);
+  memset (&begun, 0, sizeof begun);
 }
 
 int
@@ -119,10 +120,10 @@ backup_begin (const struct backup_params *p, const void *owner,
   unsigned gbits = BMF_DEFAULT_GBITS;
   uint64_t size;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&backup_lock);
   if (backup_current ()) {
     bmerr_set (err, EBUSY, "a backup is already running (view %s): end it "
-               "first (backup-end)", active.name);
+               "first (backup-end)", begun.name);
     goto err;
   }
   if (restore_refuses (err))
@@ -165,12 +166,12 @@ backup_begin (const struct backup_params *p, const void *owner,
   __atomic_store_n (&current, v, __ATOMIC_RELEASE);
   inflight_open ();
 
-  active.name = strdup (p->name);
-  active.bitmap = p->bitmap ? strdup (p->bitmap) : NULL;
-  active.checkpoint = p->checkpoint ? strdup (p->checkpoint) : NULL;
-  active.owner = owner;
-  active.end_with_owner = end_with_owner;
-  pthread_mutex_unlock (&lock);
+  begun.name = strdup (p->name);
+  begun.bitmap = p->bitmap ? strdup (p->bitmap) : NULL;
+  begun.checkpoint = p->checkpoint ? strdup (p->checkpoint) : NULL;
+  begun.owner = owner;
+  begun.end_with_owner = end_with_owner;
+  pthread_mutex_unlock (&backup_lock);
   nbdkit_debug ("dirtybitmap: backup view %s begun (%s%s%s%s)", p->name,
                 p->bitmap ? "incremental from " : "full",
                 p->bitmap ? p->bitmap : "",
@@ -183,7 +184,7 @@ backup_begin (const struct backup_params *p, const void *owner,
   scratch_free (scratch);
   free (frozen.words);
  err:
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&backup_lock);
   return -1;
 }
 
@@ -192,16 +193,16 @@ backup_end (const char *name, struct bmerr *err)
 {
   struct view *v;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&backup_lock);
   v = backup_current ();
   if (v == NULL || strcmp (view_name (v), name) != 0) {
     bmerr_set (err, ENOENT, "no backup view named %s", name);
-    pthread_mutex_unlock (&lock);
+    pthread_mutex_unlock (&backup_lock);
     return -1;
   }
   __atomic_store_n (&current, NULL, __ATOMIC_RELEASE);
   forget_active_locked ();
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&backup_lock);
 
   inflight_grace ();            /* no write preserves into it any more */
   view_end (v);
@@ -216,28 +217,28 @@ backup_owner_gone (const void *owner)
   char *name, *checkpoint;
   struct bmerr err;
 
-  pthread_mutex_lock (&lock);
-  if (backup_current () == NULL || active.owner != owner ||
-      !active.end_with_owner) {
-    pthread_mutex_unlock (&lock);
+  pthread_mutex_lock (&backup_lock);
+  if (backup_current () == NULL || begun.owner != owner ||
+      !begun.end_with_owner) {
+    pthread_mutex_unlock (&backup_lock);
     return;
   }
-  name = strdup (active.name);
-  checkpoint = active.checkpoint ? strdup (active.checkpoint) : NULL;
-  pthread_mutex_unlock (&lock);
+  name = strdup (begun.name);
+  checkpoint = begun.checkpoint ? strdup (begun.checkpoint) : NULL;
+  pthread_mutex_unlock (&backup_lock);
   if (name == NULL)
     return;
 
-  nbdkit_error ("dirtybitmap: backup view %s: the control client that began "
+  filter_error ("backup view %s: the control client that began "
                 "it has gone: the backup is ended%s%s", name,
                 checkpoint ? " and its checkpoint removed: " : "",
                 checkpoint ? checkpoint : "");
   if (backup_end (name, &err) == -1)
-    nbdkit_error ("dirtybitmap: %s", err.msg);
+    filter_error ("%s", err.msg);
   if (checkpoint) {
     struct action remove = { .kind = ACT_REMOVE, .bitmap = checkpoint };
     if (store_transaction (&remove, 1, &err) == -1)
-      nbdkit_error ("dirtybitmap: %s", err.msg);
+      filter_error ("%s", err.msg);
   }
   free (name);
   free (checkpoint);
@@ -248,13 +249,13 @@ backup_open_view (const char *name)
 {
   struct view *v;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&backup_lock);
   v = backup_current ();
   if (v && strcmp (view_name (v), name) == 0)
     view_ref (v);
   else
     v = NULL;
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&backup_lock);
   return v;
 }
 
@@ -264,16 +265,17 @@ backup_query (struct backup_info *info)
   struct view *v;
 
   memset (info, 0, sizeof *info);
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&backup_lock);
   v = backup_current ();
   if (v) {
     info->active = true;
-    info->name = strdup (active.name);
-    info->bitmap = active.bitmap ? strdup (active.bitmap) : NULL;
-    info->checkpoint = active.checkpoint ? strdup (active.checkpoint) : NULL;
+    info->name = strdup (begun.name);
+    info->bitmap = begun.bitmap ? strdup (begun.bitmap) : NULL;
+    info->checkpoint =
+      begun.checkpoint ? strdup (begun.checkpoint) : NULL;
     view_info (v, &info->view);
   }
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&backup_lock);
 }
 
 void

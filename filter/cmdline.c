@@ -31,6 +31,7 @@
 #include <nbdkit-filter.h>
 
 #include "cmdline.h"
+#include "report.h"
 
 /* nbdkit 1.32's options (nbdkit --short-options / --long-options,
  * with their arguments); the values only need to tell -r apart.
@@ -115,11 +116,11 @@ read_cmdline (size_t *len)
   return buf;
 }
 
-/* What nbdkit_started_readonly answered: -1 not asked, 0, 1. */
+/* What cmdline_readonly answered: -1 not asked, 0, 1. */
 static int guessed = -1;
 
 bool
-nbdkit_started_readonly (void)
+cmdline_readonly (void)
 {
   char **argv, *buf, *p;
   size_t len, n = 0, i;
@@ -164,7 +165,7 @@ cmdline_check_open (int readonly)
    */
   if (readonly || guessed != 1)
     return 0;
-  nbdkit_error ("dirtybitmap: nbdkit opens this connection writable, but "
+  filter_error ("nbdkit opens this connection writable, but "
                 "the filter read its command line as read-only (-r) and "
                 "opened the bitmap file read-only: its writes would not "
                 "be recorded, so it is refused (nbdkit %s has options "

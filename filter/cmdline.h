@@ -9,11 +9,11 @@
 #include <stdbool.h>
 
 /* nbdkit was given -r (--read-only): no client can write. */
-extern bool nbdkit_started_readonly (void);
+extern bool cmdline_readonly (void);
 
 /* At .open, with the readonly flag nbdkit passes: -1 (reported) if
  * nbdkit opens a connection writable on a server that
- * nbdkit_started_readonly took for -r.
+ * cmdline_readonly took for -r.
  */
 extern int cmdline_check_open (int readonly);
 

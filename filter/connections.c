@@ -35,6 +35,7 @@
 #include "extents.h"
 #include "inflight.h"
 #include "params.h"
+#include "report.h"
 #include "restore.h"
 #include "selection.h"
 #include "store.h"
@@ -82,12 +83,12 @@ conn_open (nbdkit_next_open *next, nbdkit_context *nxdata,
     return NULL;
   h = calloc (1, sizeof *h);
   if (h == NULL) {
-    nbdkit_error ("dirtybitmap: calloc: %m");
+    filter_error ("calloc: %m");
     return NULL;
   }
   if (exportname[0] != '\0' && strcmp (exportname, params.export_name) != 0 &&
       (h->view = backup_open_view (exportname)) == NULL) {
-    nbdkit_error ("dirtybitmap: export \"%s\" refused: the bitmaps in %s "
+    filter_error ("export \"%s\" refused: the bitmaps in %s "
                   "track export \"%s\" (export=)", exportname,
                   params.bitmap_file, params.export_name);
     goto err;
@@ -95,7 +96,7 @@ conn_open (nbdkit_next_open *next, nbdkit_context *nxdata,
   if (next (nxdata, readonly || h->view, params.export_name) == -1)
     goto err;
   if (h->view == NULL && selection_get (&h->bitmap) == -1) {
-    nbdkit_error ("dirtybitmap: %m");
+    filter_error ("%m");
     goto err;
   }
   return h;
@@ -245,7 +246,7 @@ before_change (nbdkit_next *next, uint32_t count, uint64_t offset,
 static int
 view_refuses (struct handle *h, const char *what, int *err)
 {
-  nbdkit_error ("dirtybitmap: backup view %s: %s refused: the view is "
+  filter_error ("backup view %s: %s refused: the view is "
                 "read-only", view_name (h->view), what);
   *err = EPERM;
   return -1;
@@ -383,7 +384,7 @@ conn_flush (nbdkit_next *next, void *handle, uint32_t flags, int *err)
   if (!enter (&token, err))
     return -1;
   if (dur_sync_to (dur_requested ()) == -1) {
-    nbdkit_error ("dirtybitmap: the bitmaps cannot be made durable");
+    filter_error ("the bitmaps cannot be made durable");
     *err = EIO;
     r = -1;
   }
@@ -442,7 +443,7 @@ bitmap_of (struct handle *h, struct answer *a, int *err)
   a->s = tracker_current ();
   a->lb = set_find (a->s, h->bitmap);
   if (a->lb == NULL || !h->pinned) {
-    nbdkit_error ("dirtybitmap: bitmap %s %s", h->bitmap,
+    filter_error ("bitmap %s %s", h->bitmap,
                   h->pinned ? "no longer exists" : ": out of memory");
     *err = EIO;
     return -1;

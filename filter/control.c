@@ -39,6 +39,7 @@
 #include "commands.h"
 #include "control.h"
 #include "protocol.h"
+#include "report.h"
 
 #define MAX_CLIENTS 64
 #define MAX_OUT     (1024 * 1024)
@@ -312,14 +313,14 @@ accept_client (void)
     return;
   if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
     /* cred is not filled in: there is no uid to name. */
-    nbdkit_error ("dirtybitmap: control: a client refused: its user is "
+    filter_error ("control: a client refused: its user is "
                   "unknown (SO_PEERCRED: %m)");
     refusal = proto_error_reply (NULL, "GenericError", "permission denied: "
                                  "only this server's user or root may "
                                  "control it");
   }
   else if (cred.uid != geteuid () && cred.uid != 0) {
-    nbdkit_error ("dirtybitmap: control: a client with uid %ld refused",
+    filter_error ("control: a client with uid %ld refused",
                   (long) cred.uid);
     refusal = proto_error_reply (NULL, "GenericError", "permission denied: "
                                  "only this server's user or root may "
@@ -365,7 +366,7 @@ serve (void *arg)
     if (poll (fds, 2 + n, -1) == -1) {
       if (errno == EINTR)
         continue;
-      nbdkit_error ("dirtybitmap: control: poll: %m");
+      filter_error ("control: poll: %m");
       break;
     }
     if (fds[0].revents)
@@ -418,7 +419,7 @@ control_close (void)
 
   if (running) {
     if (write (wake[1], "x", 1) != 1)
-      nbdkit_error ("dirtybitmap: control: cannot stop its thread: %m");
+      filter_error ("control: cannot stop its thread: %m");
     else
       pthread_join (thread, NULL);
     running = false;

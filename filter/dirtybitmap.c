@@ -28,6 +28,7 @@
 #include "liveness.h"
 #include "msg.h"
 #include "params.h"
+#include "report.h"
 #include "restore.h"
 #include "store.h"
 
@@ -38,21 +39,9 @@ static nbdkit_backend *backend;         /* from .after_fork */
 
 static int plugin_size (uint64_t *size, struct bmerr *err);
 
-/* lib/ reports through these. */
-void
-bm_error (const char *fs, ...)
-{
-  va_list args;
-  char *msg;
-
-  va_start (args, fs);
-  if (vasprintf (&msg, fs, args) == -1)
-    msg = NULL;
-  va_end (args);
-  nbdkit_error ("dirtybitmap: %s", msg ? msg : fs);
-  free (msg);
-}
-
+/* lib/ says what it does through this (msg.h); its errors come back
+ * as values, reported with filter_error (report.h).
+ */
 void
 bm_debug (const char *fs, ...)
 {
@@ -101,7 +90,7 @@ static int
 dirtybitmap_get_ready (int thread_model)
 {
   /* With actions, even a read-only server writes the file, once. */
-  const bool readonly = nbdkit_started_readonly () && params.nr_actions == 0;
+  const bool readonly = cmdline_readonly () && params.nr_actions == 0;
   const struct store_config cfg = {
     .path = params.bitmap_file, .bitmap = params.bitmap,
     .actions = params.actions, .nr_actions = params.nr_actions,
@@ -123,7 +112,7 @@ dirtybitmap_get_ready (int thread_model)
    */
   if (params.control_path &&
       control_open (params.control_path, &err) == -1) {
-    nbdkit_error ("dirtybitmap: %s", err.msg);
+    filter_error ("%s", err.msg);
     return -1;
   }
   if (store_open (&cfg) == -1) {
@@ -138,7 +127,7 @@ dirtybitmap_get_ready (int thread_model)
   /* Scratch stores go next to the bitmap file unless told otherwise. */
   dir = strdup (params.bitmap_file);
   if (dir == NULL) {
-    nbdkit_error ("dirtybitmap: strdup: %m");
+    filter_error ("strdup: %m");
     restore_stop ();
     store_close ();
     control_close ();
@@ -221,12 +210,12 @@ dirtybitmap_after_fork (nbdkit_backend *b)
   inflight_init (give_up);
   commands_init (flush_plugin);
   if (control_start (&err) == -1) {
-    nbdkit_error ("dirtybitmap: control=%s: %s", params.control_path,
+    filter_error ("control=%s: %s", params.control_path,
                   err.msg);
     return -1;
   }
   if (liveness_start (store_alive) == -1) {
-    nbdkit_error ("dirtybitmap: cannot start the liveness thread: %m");
+    filter_error ("cannot start the liveness thread: %m");
     return -1;
   }
   return restore_start (b, params.export_name, give_up);

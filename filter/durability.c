@@ -10,9 +10,10 @@
  * lock too, so that every one of them has its bits set when it starts:
  * read without it, between a writer's ticket and its bits, the sync
  * would cover the ticket and miss the bits, and the writer would not
- * wait for them.  One waiter runs fdatasync for all the tickets taken
- * so far while the others wait on `cond`; they all return together
- * (group commit).  No caller may hold the bits lock.
+ * wait for them (the owner passes that read to dur_init: durability.c
+ * knows no lock of the tracker).  One waiter runs fdatasync for all
+ * the tickets taken so far while the others wait on `cond`; they all
+ * return together (group commit).  No caller may hold the bits lock.
  *
  * After a failed fdatasync the kernel may have dropped pages it could
  * not write: from then on every sync fails, and the owner of the file
@@ -30,27 +31,34 @@
 #include <nbdkit-filter.h>
 
 #include "durability.h"
-#include "tracker.h"
 
 extern int dirtybitmap_debug_verbose;
 
 static struct bmf *file;
 static enum bmf_durability mode;
+static uint64_t (*covered) (void);
 static void (*on_failure) (int errnum);
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* Protects syncing and the waiters of `cond` (one fdatasync at a
+ * time, for the whole group).  Taken under meta_lock (a commit's
+ * sync), never around another lock: the tickets a sync covers are
+ * read without it.
+ */
+static pthread_mutex_t group_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static uint64_t requested;      /* tickets taken (atomic) */
 static uint64_t synced;         /* tickets on stable storage (atomic) */
-static bool syncing;            /* a thread is in fdatasync (lock) */
+static bool syncing;            /* a thread is in fdatasync (group_lock) */
 static bool failed;             /* a sync failed (atomic) */
 static int fail_errno;          /* its errno (set before failed) */
 
 void
-dur_init (struct bmf *f, enum bmf_durability m, void (*fail) (int errnum))
+dur_init (struct bmf *f, enum bmf_durability m, uint64_t (*cover) (void),
+          void (*fail) (int errnum))
 {
   file = f;
   mode = m;
+  covered = cover;
   on_failure = fail;
 }
 
@@ -94,19 +102,17 @@ sync_to (uint64_t target, bool tell)
       __atomic_load_n (&synced, __ATOMIC_ACQUIRE) >= target)
     return 0;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&group_lock);
   while (!failed && __atomic_load_n (&synced, __ATOMIC_ACQUIRE) < target) {
     uint64_t upto;
 
     if (syncing) {
-      pthread_cond_wait (&cond, &lock);
+      pthread_cond_wait (&cond, &group_lock);
       continue;
     }
     syncing = true;
-    pthread_mutex_unlock (&lock);
-    tracker_lock ();
-    upto = dur_requested ();
-    tracker_unlock ();
+    pthread_mutex_unlock (&group_lock);
+    upto = covered ();
     r = bmf_sync (file);
     e = errno;
     /* A failure is said once, by whoever reports it: the owner of the
@@ -114,7 +120,7 @@ sync_to (uint64_t target, bool tell)
      */
     if (r == 0 && dirtybitmap_debug_verbose)
       nbdkit_debug ("dirtybitmap: synced tickets up to %" PRIu64, upto);
-    pthread_mutex_lock (&lock);
+    pthread_mutex_lock (&group_lock);
     syncing = false;
     if (r == -1 && !failed) {
       fail_errno = e ? e : EIO;
@@ -126,7 +132,7 @@ sync_to (uint64_t target, bool tell)
     pthread_cond_broadcast (&cond);
   }
   r = failed ? -1 : 0;
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&group_lock);
 
   if (first_failure && tell && on_failure)
     on_failure (fail_errno);

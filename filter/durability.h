@@ -11,11 +11,15 @@
 
 #include "bmfile.h"
 
-/* Sync this file; on_failure runs once, on the thread that saw the
- * first failed sync, with no lock of durability.c held (and not on a
- * thread in dur_sync_to_owner).
+/* Sync this file.  covered returns the tickets a sync may cover:
+ * the last ticket taken, read under the lock under which tickets are
+ * taken and bits set, so that every ticket up to it has its bits set
+ * (tracker_tickets_set).  on_failure runs once, on the thread that saw
+ * the first failed sync, with no lock of durability.c held (and not on
+ * a thread in dur_sync_to_owner).
  */
 extern void dur_init (struct bmf *file, enum bmf_durability mode,
+                      uint64_t (*covered) (void),
                       void (*on_failure) (int errnum));
 extern enum bmf_durability dur_mode (void);
 

@@ -23,9 +23,9 @@
  * whole value is compared, not the parity: two moves in between
  * bring the parity back.)  One grace period runs at a time.
  *
- * Waiting.  A waiter holds `lock`, counts itself in `waiters`, and
+ * Waiting.  A waiter holds `gate_lock`, counts itself in `waiters`, and
  * checks the count before sleeping on `changed`; a request that brings
- * a count to zero broadcasts under `lock` if it sees a waiter.  Both
+ * a count to zero broadcasts under `gate_lock` if it sees a waiter.  Both
  * sides are sequentially consistent, so no wake-up is lost.
  *
  * Never close the gate or wait for a grace period while holding a
@@ -52,11 +52,11 @@ static struct {
  * counts in s are atomic, and taken without it).  A leaf: nothing is
  * taken under it.
  */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
-static unsigned gate_depth;     /* under lock */
+static unsigned gate_depth;     /* under gate_lock */
 /* One grace period at a time: an epoch is flipped and drained whole
- * before the next flips it.  Taken before lock.
+ * before the next flips it.  Taken before gate_lock.
  */
 static pthread_mutex_t grace_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool (*give_up) (void);
@@ -75,9 +75,9 @@ inflight_exit (unsigned token)
 {
   if (__atomic_sub_fetch (&s.active[token & 1], 1, __ATOMIC_SEQ_CST) == 0 &&
       __atomic_load_n (&s.waiters, __ATOMIC_SEQ_CST) > 0) {
-    pthread_mutex_lock (&lock);
+    pthread_mutex_lock (&gate_lock);
     pthread_cond_broadcast (&changed);
-    pthread_mutex_unlock (&lock);
+    pthread_mutex_unlock (&gate_lock);
   }
 }
 
@@ -87,7 +87,7 @@ held (void)
 {
   int r = 0;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&gate_lock);
   while (r == 0 && __atomic_load_n (&s.gate, __ATOMIC_SEQ_CST)) {
     struct timespec ts;
 
@@ -97,11 +97,11 @@ held (void)
       ts.tv_sec++;
       ts.tv_nsec -= 1000000000;
     }
-    pthread_cond_timedwait (&changed, &lock, &ts);
+    pthread_cond_timedwait (&changed, &gate_lock, &ts);
     if (__atomic_load_n (&s.gate, __ATOMIC_SEQ_CST) && give_up && give_up ())
       r = -1;
   }
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&gate_lock);
   return r;
 }
 
@@ -123,36 +123,36 @@ inflight_enter (unsigned *token)
   }
 }
 
-/* Wait, with lock held, until the count of parity p is zero. */
+/* Wait, with gate_lock held, until the count of parity p is zero. */
 static void
 wait_zero_locked (unsigned p)
 {
   __atomic_add_fetch (&s.waiters, 1, __ATOMIC_SEQ_CST);
   while (__atomic_load_n (&s.active[p], __ATOMIC_SEQ_CST) != 0)
-    pthread_cond_wait (&changed, &lock);
+    pthread_cond_wait (&changed, &gate_lock);
   __atomic_sub_fetch (&s.waiters, 1, __ATOMIC_SEQ_CST);
 }
 
 void
 inflight_close (void)
 {
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&gate_lock);
   if (gate_depth++ == 0)
     __atomic_store_n (&s.gate, true, __ATOMIC_SEQ_CST);
   wait_zero_locked (0);
   wait_zero_locked (1);
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&gate_lock);
 }
 
 void
 inflight_open (void)
 {
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&gate_lock);
   if (gate_depth > 0 && --gate_depth == 0) {
     __atomic_store_n (&s.gate, false, __ATOMIC_SEQ_CST);
     pthread_cond_broadcast (&changed);
   }
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&gate_lock);
 }
 
 void
@@ -162,8 +162,8 @@ inflight_grace (void)
 
   pthread_mutex_lock (&grace_lock);
   old = __atomic_fetch_add (&s.epoch, 1, __ATOMIC_SEQ_CST);
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&gate_lock);
   wait_zero_locked (old & 1);
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&gate_lock);
   pthread_mutex_unlock (&grace_lock);
 }

@@ -17,7 +17,7 @@
 #include "liveness.h"
 
 /* Protects stopping; the condition wakes the thread to stop. */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t renew_stop_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond;
 static bool running, stopping;
 static pthread_t thread;
@@ -28,20 +28,20 @@ run (void *arg)
 {
   struct timespec at;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&renew_stop_lock);
   while (!stopping) {
-    pthread_mutex_unlock (&lock);
+    pthread_mutex_unlock (&renew_stop_lock);
     renew_fn ();
-    pthread_mutex_lock (&lock);
+    pthread_mutex_lock (&renew_stop_lock);
     clock_gettime (CLOCK_MONOTONIC, &at);
     at.tv_nsec += BMF_ALIVE_PERIOD % 1000000000;
     at.tv_sec += BMF_ALIVE_PERIOD / 1000000000 + at.tv_nsec / 1000000000;
     at.tv_nsec %= 1000000000;
     while (!stopping &&
-           pthread_cond_timedwait (&cond, &lock, &at) != ETIMEDOUT)
+           pthread_cond_timedwait (&cond, &renew_stop_lock, &at) != ETIMEDOUT)
       ;
   }
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&renew_stop_lock);
   return NULL;
 }
 
@@ -70,10 +70,10 @@ liveness_stop (void)
 {
   if (!running)
     return;
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&renew_stop_lock);
   stopping = true;
   pthread_cond_signal (&cond);
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&renew_stop_lock);
   pthread_join (thread, NULL);
   running = false;
 }

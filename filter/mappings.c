@@ -34,7 +34,7 @@ struct mapping {
  * bits in them: see tracker.c).  Taken under the store's meta_lock
  * and the bits lock, never the other way.
  */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mapping *maps;
 static size_t nr_maps, cap_maps;
 
@@ -45,7 +45,7 @@ mapping_find (uint64_t offset, uint64_t length, bool writable,
   size_t i;
   bool found = false;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&maps_lock);
   for (i = 0; i < nr_maps; ++i)
     if (maps[i].offset == offset && maps[i].length == length &&
         maps[i].writable == writable &&
@@ -55,7 +55,7 @@ mapping_find (uint64_t offset, uint64_t length, bool writable,
       found = true;
       break;
     }
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&maps_lock);
   return found;
 }
 
@@ -65,7 +65,7 @@ mapping_add (uint64_t offset, uint64_t length, bool writable,
 {
   int r = 0;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&maps_lock);
   if (nr_maps == cap_maps) {
     size_t cap = cap_maps ? cap_maps * 2 : 16;
     struct mapping *m = realloc (maps, cap * sizeof *m);
@@ -81,7 +81,7 @@ mapping_add (uint64_t offset, uint64_t length, bool writable,
     .bits = *b,
   };
  out:
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&maps_lock);
   return r;
 }
 
@@ -93,7 +93,7 @@ mapping_put (struct bmf *f, const struct bits *b)
 
   if (b->map_base == NULL)
     return;
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&maps_lock);
   for (i = 0; i < nr_maps; ++i)
     if (maps[i].bits.map_base == b->map_base) {
       if (--maps[i].refs == 0) {
@@ -107,7 +107,7 @@ mapping_put (struct bmf *f, const struct bits *b)
     maps = NULL;
     cap_maps = 0;
   }
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&maps_lock);
   if (gone.refs == 0) {
     bmf_unmap (&gone.bits);
     bmf_unreserve (f, gone.offset, gone.length);

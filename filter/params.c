@@ -18,6 +18,7 @@
 
 #include "cmdline.h"
 #include "params.h"
+#include "report.h"
 #include "restore-record.h"
 #include "shadow.h"
 #include "util.h"
@@ -61,12 +62,12 @@ parse_action (const char *value)
 
   a = realloc (actions, (nr_actions + 1) * sizeof *a);
   if (a == NULL) {
-    nbdkit_error ("dirtybitmap: realloc: %m");
+    filter_error ("realloc: %m");
     return -1;
   }
   actions = a;
   if (act_parse (value, &a[nr_actions], &why) == -1) {
-    nbdkit_error ("dirtybitmap: action=%s: %s", value, why);
+    filter_error ("action=%s: %s", value, why);
     return -1;
   }
   nr_actions++;
@@ -79,7 +80,7 @@ parse_granularity (const char *value)
   int64_t r = nbdkit_parse_size (value);
 
   if (r == -1 || bmf_granularity_problem (r) != NULL) {
-    nbdkit_error ("dirtybitmap: granularity=%s: %s", value,
+    filter_error ("granularity=%s: %s", value,
                   bmf_granularity_problem (0));
     return -1;
   }
@@ -94,7 +95,7 @@ parse_coarse_granularity (const char *value)
   int64_t r = nbdkit_parse_size (value);
 
   if (r == -1 || bmf_coarse_granularity_problem (r) != NULL) {
-    nbdkit_error ("dirtybitmap: coarse-granularity=%s: %s", value,
+    filter_error ("coarse-granularity=%s: %s", value,
                   bmf_coarse_granularity_problem (0));
     return -1;
   }
@@ -109,7 +110,7 @@ parse_restore_from (const char *value)
   const char *why = bmf_source_problem (value);
 
   if (why) {
-    nbdkit_error ("dirtybitmap: restore-from=: the URI %s", why);
+    filter_error ("restore-from=: the URI %s", why);
     return -1;
   }
   restore_from = value;
@@ -128,10 +129,10 @@ parse_choice (const char *key, const char *value,
       return 0;
     }
   if (names[2] == NULL)
-    nbdkit_error ("dirtybitmap: %s=%s: must be %s or %s", key, value,
+    filter_error ("%s=%s: must be %s or %s", key, value,
                   names[0], names[1]);
   else
-    nbdkit_error ("dirtybitmap: %s=%s: must be %s, %s or %s", key, value,
+    filter_error ("%s=%s: must be %s, %s or %s", key, value,
                   names[0], names[1], names[2]);
   return -1;
 }
@@ -150,11 +151,11 @@ params_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   if (strcmp (key, "bitmap") == 0) {
     const char *why = bmf_name_problem (value);
     if (bitmap) {
-      nbdkit_error ("dirtybitmap: bitmap= given more than once");
+      filter_error ("bitmap= given more than once");
       return -1;
     }
     if (why) {
-      nbdkit_error ("dirtybitmap: bitmap=: the name %s", why);
+      filter_error ("bitmap=: the name %s", why);
       return -1;
     }
     bitmap = value;
@@ -202,7 +203,7 @@ params_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   else if (strcmp (key, "restore-checkpoint") == 0) {
     const char *why = bmf_name_problem (value);
     if (why) {
-      nbdkit_error ("dirtybitmap: restore-checkpoint=: the name %s", why);
+      filter_error ("restore-checkpoint=: the name %s", why);
       return -1;
     }
     restore_checkpoint = value;
@@ -221,12 +222,12 @@ static int
 check_restore (void)
 {
   if (restore_checkpoint && restore_from == NULL) {
-    nbdkit_error ("dirtybitmap: restore-checkpoint= can only be used with "
+    filter_error ("restore-checkpoint= can only be used with "
                   "restore-from=");
     return -1;
   }
-  if (restore_from && nbdkit_started_readonly ()) {
-    nbdkit_error ("dirtybitmap: restore-from=%s: a read-only server (-r) "
+  if (restore_from && cmdline_readonly ()) {
+    filter_error ("restore-from=%s: a read-only server (-r) "
                   "cannot restore the disk: the restore writes it",
                   restore_from);
     return -1;
@@ -270,16 +271,16 @@ default_bitmap_file (void)
 {
   if (disk_file == NULL) {
     if (plugin_file)
-      nbdkit_error ("dirtybitmap: file=%s is not a regular file, so there "
+      filter_error ("file=%s is not a regular file, so there "
                     "is no default place for the bitmaps: give "
                     "bitmap-file=PATH", plugin_file);
     else
-      nbdkit_error ("dirtybitmap: the plugin was given no file=FILE to keep "
+      filter_error ("the plugin was given no file=FILE to keep "
                     "the bitmaps next to: give bitmap-file=PATH");
     return -1;
   }
   if (asprintf (&bitmap_file, "%s.bitmaps", disk_file) == -1) {
-    nbdkit_error ("dirtybitmap: asprintf: %m");
+    filter_error ("asprintf: %m");
     bitmap_file = NULL;
     return -1;
   }
@@ -293,29 +294,29 @@ params_config_complete (nbdkit_next_config_complete *next,
   size_t i;
 
   if (nr_actions > 0 && bitmap == NULL) {
-    nbdkit_error ("dirtybitmap: action= needs bitmap=NAME: the bitmap "
+    filter_error ("action= needs bitmap=NAME: the bitmap "
                   "to act on");
     return -1;
   }
   if (granularity_given && !have_action (ACT_ADD) && !restore_checkpoint) {
-    nbdkit_error ("dirtybitmap: granularity= can only be used with "
+    filter_error ("granularity= can only be used with "
                   "action=add or restore-checkpoint=");
     return -1;
   }
   if (check_restore () == -1)
     return -1;
   if (merge_file && !have_action (ACT_MERGE)) {
-    nbdkit_error ("dirtybitmap: merge-file= can only be used with "
+    filter_error ("merge-file= can only be used with "
                   "action=merge:SRC");
     return -1;
   }
   if (cgbits_given && durability != BMF_COARSE) {
-    nbdkit_error ("dirtybitmap: coarse-granularity= can only be used "
+    filter_error ("coarse-granularity= can only be used "
                   "with durability=coarse");
     return -1;
   }
   if (extents_mode == EXTENTS_BITMAP && bitmap == NULL) {
-    nbdkit_error ("dirtybitmap: extents=bitmap needs bitmap=NAME");
+    filter_error ("extents=bitmap needs bitmap=NAME");
     return -1;
   }
   find_disk_file ();

@@ -27,7 +27,7 @@
  * it.  Pins are taken only under the store's meta_lock too
  * (store_pin), which makes them atomic with transactions.
  */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t pins_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *selected;
 static struct pin { char *name; unsigned count; } *pins;
 static size_t nr_pins;
@@ -39,10 +39,10 @@ selection_set (const char *name)
 
   if (name && (copy = strdup (name)) == NULL)
     return -1;
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&pins_lock);
   free (selected);
   selected = copy;
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&pins_lock);
   return 0;
 }
 
@@ -51,9 +51,9 @@ selection_is (const char *name)
 {
   bool r;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&pins_lock);
   r = selected && strcmp (selected, name) == 0;
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&pins_lock);
   return r;
 }
 
@@ -62,23 +62,23 @@ selection_get (char **name)
 {
   int r = 0;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&pins_lock);
   *name = NULL;
   if (selected && (*name = strdup (selected)) == NULL)
     r = -1;
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&pins_lock);
   return r;
 }
 
 void
-selection_forget_unless (bool (*exists) (const char *name))
+selection_forget_unless (bool (*still_there) (const char *name))
 {
-  pthread_mutex_lock (&lock);
-  if (selected && !exists (selected)) {
+  pthread_mutex_lock (&pins_lock);
+  if (selected && !still_there (selected)) {
     free (selected);
     selected = NULL;
   }
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&pins_lock);
 }
 
 int
@@ -88,7 +88,7 @@ selection_pin (const char *name)
   size_t i;
   int r = 0;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&pins_lock);
   for (i = 0; i < nr_pins; ++i)
     if (strcmp (pins[i].name, name) == 0)
       break;
@@ -106,7 +106,7 @@ selection_pin (const char *name)
   }
   pins[i].count++;
  out:
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&pins_lock);
   return r;
 }
 
@@ -115,7 +115,7 @@ selection_unpin (const char *name)
 {
   size_t i;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&pins_lock);
   for (i = 0; i < nr_pins; ++i)
     if (strcmp (pins[i].name, name) == 0) {
       if (--pins[i].count == 0) {
@@ -124,7 +124,7 @@ selection_unpin (const char *name)
       }
       break;
     }
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&pins_lock);
 }
 
 int
@@ -135,7 +135,7 @@ selection_check_discards (const struct action *acts, size_t n,
   size_t i, j;
   int r = 0;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&pins_lock);
   for (i = 0; r == 0 && i < n; ++i) {
     if (!act_discards (&acts[i]))
       continue;
@@ -151,7 +151,7 @@ selection_check_discards (const struct action *acts, size_t n,
         break;
       }
   }
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&pins_lock);
   return r;
 }
 
@@ -160,7 +160,7 @@ selection_free (void)
 {
   size_t i;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&pins_lock);
   free (selected);
   selected = NULL;
   for (i = 0; i < nr_pins; ++i)
@@ -168,5 +168,5 @@ selection_free (void)
   free (pins);
   pins = NULL;
   nr_pins = 0;
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&pins_lock);
 }

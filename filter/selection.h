@@ -19,8 +19,8 @@ extern int selection_set (const char *name);
 extern bool selection_is (const char *name);
 /* For a new connection: a malloced copy, or NULL. */
 extern int selection_get (char **name);
-/* Drop the selection if exists says its bitmap is gone. */
-extern void selection_forget_unless (bool (*exists) (const char *name));
+/* Drop the selection if still_there says its bitmap is gone. */
+extern void selection_forget_unless (bool (*still_there) (const char *));
 
 /* A connection reads block status from name (until it unpins it).
  * Pin only through store_pin, under store.c's meta_lock, which a

@@ -56,6 +56,7 @@
 
 #include "durability.h"
 #include "inflight.h"
+#include "report.h"
 #include "store-impl.h"
 
 /* Step 1: apply the transaction and publish the transitional set:
@@ -228,7 +229,7 @@ settle (struct bmerr *err)
     if (t)
       bmf_txn_settle (t);
     if (t == NULL || bmf_txn_commit (t, &e) == -1) {
-      nbdkit_error ("dirtybitmap: %s", e.msg);
+      filter_error ("%s", e.msg);
       condemn_locked ("the bits of the bitmaps that stopped recording "
                       "cannot be made durable");
     }

@@ -18,18 +18,42 @@
  * access of the set (store_freeze, store_query, store_select), since
  * no set is retired meanwhile.
  *
- * Lock order: backup.c's lock, then meta_lock, then selection.c's
- * lock or the tracker's bits lock (selection.c's lock is a leaf:
- * nothing is taken under it); durability.c's lock is taken under
- * meta_lock (a commit's sync) and never the other way.  meta_lock is
- * never waited for with the bits lock held, and never held while
- * waiting for requests in flight (the gate, a grace period:
- * inflight.h), since a request may wait for it (its first write, a
- * failed sync, the pin of its first block status).  It is not
- * recursive: a sync that fails under it is not told to the store
- * (dur_sync_to_owner); the holder marks the bitmaps itself.
+ * The locks of the filter, all of them, in the order in which they
+ * are taken: a thread holding one takes only those below it.  What
+ * each protects is written in full where it is declared.
  *
- * It also makes pins atomic with transactions: a transaction holds it
+ *   backup_lock      backup.c         the backup begun; its view's
+ *                                     begin and end
+ *   grace_lock       inflight.c       one grace period at a time
+ *   claims_lock      restore.c        the restore's claims, and the
+ *                                     writers of its bits
+ *   meta_lock        store.c          the file's metadata, the life
+ *                                     of the sets (here)
+ *   bits_lock        tracker.c        a first touch's ticket and bits,
+ *                                     the publication of sets
+ *   maps_lock        mappings.c       the mappings and their references
+ *   Leaves: nothing is taken under them.
+ *   pins_lock        selection.c      the selection and its pins
+ *   group_lock       durability.c     the group commit (under
+ *                                     meta_lock for a commit's sync)
+ *   granules_lock    view.c, a view   its busy granules and arrays
+ *   sync_lock        restore.c        one sync of the restored bits
+ *   stop_lock        restore-fill.c   the fill's stop
+ *   lock             source.c, the    its connection slots
+ *                    source
+ *   renew_stop_lock  liveness.c       the liveness thread's stop
+ *   paused_lock      testpause.c      the pause points used up
+ *   gate_lock        inflight.c       the gate and its waiters
+ *
+ * Requests in flight are waited for (the gate, a grace period:
+ * inflight.h) under grace_lock or gate_lock only: never with
+ * claims_lock, meta_lock or bits_lock held, since a request may wait
+ * for those (a claim, its first write, a failed sync, the pin of its
+ * first block status).  meta_lock is not recursive: a sync that fails
+ * under it is not told to the store (dur_sync_to_owner); the holder
+ * marks the bitmaps itself.
+ *
+ * meta_lock also makes pins atomic with transactions: a transaction holds it
  * from its check of the pins (selection_check_discards) through its
  * publish, and a connection pins its bitmap only under it
  * (store_pin).

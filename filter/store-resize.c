@@ -18,6 +18,7 @@
 #include <nbdkit-filter.h>
 
 #include "identity.h"
+#include "report.h"
 #include "store.h"
 #include "store-impl.h"
 
@@ -92,7 +93,7 @@ store_resize (uint64_t disk_size)
   lock_meta_seen ("resize-waits");
   r = resize_locked (disk_size, retire, &err);
   if (r == -1)
-    nbdkit_error ("dirtybitmap: cannot resize the bitmaps to %" PRIu64
+    filter_error ("cannot resize the bitmaps to %" PRIu64
                   " bytes: %s", disk_size, err.msg);
   pthread_mutex_unlock (&meta_lock);
   retire_sets (retire);

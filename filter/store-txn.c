@@ -50,7 +50,7 @@ copies_bits (const struct action *acts, size_t n)
 
 /* Whether a bitmap of that name is in the current set. */
 static bool
-exists (const char *name)
+in_current_set (const char *name)
 {
   return set_find (tracker_current (), name) != NULL;
 }
@@ -78,7 +78,7 @@ store_transaction (struct action *acts, size_t n, struct bmerr *err)
   }
   if (r == 0) {
     /* A removed bitmap answers nothing any more. */
-    selection_forget_unless (exists);
+    selection_forget_unless (in_current_set);
     for (i = 0; i < n; ++i) {
       char buf[BMF_MAX_NAME + 16];
       nbdkit_debug ("dirtybitmap: action %s on bitmap %s",

@@ -21,6 +21,7 @@
 
 #include "durability.h"
 #include "identity.h"
+#include "report.h"
 #include "selection.h"
 #include "shadow.h"
 #include "store.h"
@@ -58,7 +59,7 @@ condemn_locked (const char *why)
   if (store.failed)
     return;
   store.failed = true;
-  nbdkit_error ("dirtybitmap: %s: %s: every enabled bitmap is now "
+  filter_error ("%s: %s: every enabled bitmap is now "
                 "inconsistent: take a full backup", bmf_path (store.file),
                 why);
   t = bmf_txn_begin (store.file, false, &err);
@@ -67,7 +68,7 @@ condemn_locked (const char *why)
     if (bmf_txn_commit (t, &err) == 0)
       return;
   }
-  nbdkit_error ("dirtybitmap: %s", err.msg);
+  filter_error ("%s", err.msg);
 }
 
 static void
@@ -125,7 +126,7 @@ first_write (void)
       bmf_txn_disk_open (t);
     }
     if (t == NULL || bmf_txn_commit (t, &err) == -1) {
-      nbdkit_error ("dirtybitmap: %s", err.msg);
+      filter_error ("%s", err.msg);
       condemn_locked ("recording that the file is in use failed");
       r = -1;
     }
@@ -159,19 +160,19 @@ initial_selection (const struct store_config *cfg,
     if (cfg->extents == EXTENTS_DEFAULT && cfg->nr_actions > 0)
       return 0;                 /* e.g. action=remove */
     if (bmf_state (store.file)->seq == 1 && st->nr_bitmaps == 0)
-      nbdkit_error ("dirtybitmap: bitmap %s not found: %s does not "
+      filter_error ("bitmap %s not found: %s does not "
                     "exist (deleted?): every change since it was last "
                     "written is lost to the bitmaps: take a full backup, "
                     "and start recording with action=add", cfg->bitmap,
                     cfg->path);
     else
-      nbdkit_error ("dirtybitmap: bitmap %s not found in %s%s",
+      filter_error ("bitmap %s not found in %s%s",
                     cfg->bitmap, cfg->path,
                     cfg->nr_actions ? "" : " (use action=add to create it)");
     return -1;
   }
   if (bm->flags & BMF_INCONSISTENT) {
-    nbdkit_error ("dirtybitmap: bitmap %s is inconsistent: %s; it cannot "
+    filter_error ("bitmap %s is inconsistent: %s; it cannot "
                   "answer extents: remove it (action=remove) and take a "
                   "full backup", cfg->bitmap,
                   bmf_inconsistent_reason (store.file));
@@ -194,9 +195,9 @@ open_file (const struct store_config *cfg, bool *created)
     *created = store.file != NULL;
   }
   if (store.file == NULL) {
-    nbdkit_error ("dirtybitmap: %s", err.msg);
+    filter_error ("%s", err.msg);
     if (err.errnum == ENOENT && store.readonly)
-      nbdkit_error ("dirtybitmap: a read-only server (-r) does not create "
+      filter_error ("a read-only server (-r) does not create "
                     "the bitmap file");
     return -1;
   }
@@ -217,7 +218,7 @@ open_merge_source (const struct store_config *cfg, struct bmf **src)
     return 0;
   *src = bmf_open (cfg->merge_file, BMF_LOCK_SHARED, &err);
   if (*src == NULL) {
-    nbdkit_error ("dirtybitmap: %s", err.msg);
+    filter_error ("%s", err.msg);
     return -1;
   }
   for (i = 0; i < cfg->nr_actions; ++i)
@@ -271,7 +272,7 @@ disk_seen (struct bmf_txn *t)
   struct bmerr why;
 
   if (bmf_txn_disk_seen (t, store.disk_file, &why) == -1)
-    nbdkit_error ("dirtybitmap: %s", why.msg);
+    filter_error ("%s", why.msg);
 }
 
 /* Judge the disk (identity.h): if it was written without the filter,
@@ -281,7 +282,7 @@ disk_seen (struct bmf_txn *t)
  * them: it refuses to start.
  */
 static int
-judge_disk (bool created)
+judge_disk_at_start (bool created)
 {
   enum bmf_disk_verdict verdict;
   struct bmerr err, why;
@@ -291,12 +292,12 @@ judge_disk (bool created)
   if (verdict != BMF_DISK_WRITTEN && verdict != BMF_DISK_UNKNOWN)
     return 0;
   if (store.readonly) {
-    nbdkit_error ("dirtybitmap: %s: the bitmaps cannot be trusted, and a "
+    filter_error ("%s: the bitmaps cannot be trusted, and a "
                   "read-only server cannot mark them: start it writable "
                   "once, then take a full backup", why.msg);
     return -1;
   }
-  nbdkit_error ("dirtybitmap: %s: every enabled bitmap is now "
+  filter_error ("%s: every enabled bitmap is now "
                 "inconsistent: take a full backup", why.msg);
   t = bmf_txn_begin (store.file, false, &err);
   /* A disk that cannot be recorded is said by the start's commit. */
@@ -304,7 +305,7 @@ judge_disk (bool created)
     (void) bmf_txn_disk_seen (t, store.disk_file, &why);
   if (t == NULL || bmf_txn_commit (t, &err) == -1 ||
       (created && bmf_publish (store.file, &err) == -1)) {
-    nbdkit_error ("dirtybitmap: %s", err.msg);
+    filter_error ("%s", err.msg);
     return -1;
   }
   return 0;
@@ -331,7 +332,7 @@ start_txn (const struct store_config *cfg, bool created, const char **sel)
                                      cfg->nr_actions, &err)
       : bmf_txn_begin (store.file, false, &err);
     if (t == NULL) {
-      nbdkit_error ("dirtybitmap: %s", err.msg);
+      filter_error ("%s", err.msg);
       goto out;
     }
   }
@@ -352,7 +353,7 @@ start_txn (const struct store_config *cfg, bool created, const char **sel)
   /* Shadows only while a coarse run keeps them exact. */
   if (bmf_txn_set_shadows (t, dur_mode () == BMF_COARSE ?
                            cfg->cgbits : 0, &err) == -1) {
-    nbdkit_error ("dirtybitmap: %s: %s", cfg->path, err.msg);
+    filter_error ("%s: %s", cfg->path, err.msg);
     goto out;
   }
   r = bmf_txn_commit (t, &err);
@@ -360,7 +361,7 @@ start_txn (const struct store_config *cfg, bool created, const char **sel)
   if (r == 0 && created)
     r = bmf_publish (store.file, &err);
   if (r == -1)
-    nbdkit_error ("dirtybitmap: %s", err.msg);
+    filter_error ("%s", err.msg);
  out:
   bmf_txn_abort (t);
   bmf_close (merge);
@@ -377,18 +378,18 @@ serve (const struct store_config *cfg, const char *sel)
   s = set_build (store.file, bmf_state (store.file), NULL, false,
                  store.readonly ? VIEWS_READONLY : VIEWS_LIVE, &err);
   if (s == NULL) {
-    nbdkit_error ("dirtybitmap: %s", err.msg);
+    filter_error ("%s", err.msg);
     return -1;
   }
   tracker_publish (s);
   if (selection_set (sel) == -1) {
-    nbdkit_error ("dirtybitmap: strdup: %m");
+    filter_error ("strdup: %m");
     return -1;
   }
   notices (cfg, s);
   /* Serving: commits sync only what they change. */
   if (!store.readonly && bmf_set_live (store.file, true, &err) == -1) {
-    nbdkit_error ("dirtybitmap: %s", err.msg);
+    filter_error ("%s", err.msg);
     return -1;
   }
   nbdkit_debug ("dirtybitmap: %s: %zu bitmaps, %zu recording, "
@@ -414,9 +415,10 @@ store_open (const struct store_config *cfg)
    */
   bmf_set_remove_hint (store.file, "action=remove");
   recovery_notices ();
-  dur_init (store.file, cfg->durability, sync_failed);
+  dur_init (store.file, cfg->durability, tracker_tickets_set, sync_failed);
   tracker_init (first_write);
-  if (judge_disk (created) == -1 || start_txn (cfg, created, &sel) == -1)
+  if (judge_disk_at_start (created) == -1 ||
+      start_txn (cfg, created, &sel) == -1)
     goto err;
   bmf_set_remove_hint (store.file, NULL);
   if (serve (cfg, sel) == -1)
@@ -444,7 +446,7 @@ store_close (void)
   if (!store.readonly) {
     bmf_set_live (store.file, false, &err);
     if (!store.failed && !dur_failed () && bmf_sync (store.file) == -1) {
-      nbdkit_error ("dirtybitmap: %s: fdatasync: %m", bmf_path (store.file));
+      filter_error ("%s: fdatasync: %m", bmf_path (store.file));
       store.failed = true;
     }
     store.failed |= dur_failed ();
@@ -463,7 +465,7 @@ store_close (void)
       nbdkit_debug ("dirtybitmap: %s: closed cleanly",
                     bmf_path (store.file));
     else
-      nbdkit_error ("dirtybitmap: %s", err.msg);
+      filter_error ("%s", err.msg);
   }
   s = tracker_current ();
   tracker_publish (NULL);

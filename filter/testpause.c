@@ -14,6 +14,7 @@
 
 #include <nbdkit-filter.h>
 
+#include "report.h"
 #include "testpause.h"
 
 #define MAX_PAUSED 16
@@ -22,8 +23,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const char *points;      /* DIRTYBITMAP_TEST_PAUSE, or NULL */
 static const char *dir;         /* DIRTYBITMAP_TEST_PAUSE_DIR */
 /* Protects paused: the points used up.  A leaf. */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static const char *paused[MAX_PAUSED];  /* under lock: points used up */
+static pthread_mutex_t paused_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *paused[MAX_PAUSED];  /* under paused_lock */
 static size_t nr_paused;
 
 static void
@@ -60,14 +61,14 @@ first_at (const char *point)
   bool r;
   size_t i;
 
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&paused_lock);
   r = nr_paused < MAX_PAUSED;
   for (i = 0; r && i < nr_paused; ++i)
     if (strcmp (paused[i], point) == 0)
       r = false;
   if (r)
     paused[nr_paused++] = point;
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&paused_lock);
   return r;
 }
 
@@ -80,7 +81,7 @@ open_fifo (const char *point, const char *suffix, int flags)
   snprintf (path, sizeof path, "%s/%s.%s", dir, point, suffix);
   fd = open (path, flags | O_CLOEXEC);
   if (fd == -1)
-    nbdkit_error ("dirtybitmap: test pause point %s: %s: %m", point, path);
+    filter_error ("test pause point %s: %s: %m", point, path);
   return fd;
 }
 

@@ -48,6 +48,7 @@
 #include "coarse.h"
 #include "durability.h"
 #include "mappings.h"
+#include "report.h"
 #include "shadow.h"
 #include "tracker.h"
 #include "util.h"
@@ -92,6 +93,17 @@ void
 tracker_unlock (void)
 {
   pthread_mutex_unlock (&bits_lock);
+}
+
+uint64_t
+tracker_tickets_set (void)
+{
+  uint64_t taken;
+
+  pthread_mutex_lock (&bits_lock);
+  taken = dur_requested ();
+  pthread_mutex_unlock (&bits_lock);
+  return taken;
 }
 
 /*----------------------------------------------------------------------
@@ -608,7 +620,7 @@ tracker_track (uint64_t offset, uint32_t count, bool fua, int *err)
   return 0;
 
  fail:
-  nbdkit_error ("dirtybitmap: the bitmaps cannot be made durable");
+  filter_error ("the bitmaps cannot be made durable");
   *err = EIO;
   return -1;
 }

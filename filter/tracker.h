@@ -134,6 +134,11 @@ extern void tracker_publish (struct bitmap_set *s);
 extern void tracker_lock (void);
 extern void tracker_unlock (void);
 
+/* The tickets a sync may cover (dur_init's covered): the last ticket
+ * taken, read under the bits lock, so that each has its bits set.
+ */
+extern uint64_t tracker_tickets_set (void);
+
 /* Before the disk is first written in this run (by a request, or by
  * the filter itself: a restore's fill): the file records that it is
  * open.  On error sets *err and returns -1.

@@ -35,7 +35,8 @@
  * hold (clean in an incremental view, released, lost) fail with EIO
  * rather than return data that may be newer than the cut.
  *
- * All of it is under `lock`, except the lock-free test and the I/O.
+ * All of it is under `granules_lock`, except the lock-free test and the
+ * I/O.
  */
 
 #include <config.h>
@@ -51,6 +52,7 @@
 #include <sys/mman.h>
 
 #include "format.h"
+#include "report.h"
 #include "util.h"
 #include "view.h"
 
@@ -75,7 +77,7 @@ struct view {
   /* Protects busy, done, preserved, released, lost, refs and ended;
    * cond wakes the readers waiting for a busy range.  A leaf.
    */
-  pthread_mutex_t lock;
+  pthread_mutex_t granules_lock;
   pthread_cond_t cond;
   struct busy *busy;
   size_t nr_busy, cap_busy;
@@ -126,7 +128,7 @@ view_free (struct view *v)
   free_bits (&v->lost);
   free (v->busy);
   scratch_free (v->scratch);
-  pthread_mutex_destroy (&v->lock);
+  pthread_mutex_destroy (&v->granules_lock);
   pthread_cond_destroy (&v->cond);
   free (v->name);
   free (v);
@@ -146,7 +148,7 @@ view_create (const char *name, uint64_t size, struct bits *frozen,
       free (frozen->words);
     return NULL;
   }
-  pthread_mutex_init (&v->lock, NULL);
+  pthread_mutex_init (&v->granules_lock, NULL);
   pthread_cond_init (&v->cond, NULL);
   v->refs = 1;
   v->scratch = scratch;
@@ -174,9 +176,9 @@ view_create (const char *name, uint64_t size, struct bits *frozen,
 void
 view_ref (struct view *v)
 {
-  pthread_mutex_lock (&v->lock);
+  pthread_mutex_lock (&v->granules_lock);
   v->refs++;
-  pthread_mutex_unlock (&v->lock);
+  pthread_mutex_unlock (&v->granules_lock);
 }
 
 void
@@ -184,9 +186,9 @@ view_unref (struct view *v)
 {
   bool last;
 
-  pthread_mutex_lock (&v->lock);
+  pthread_mutex_lock (&v->granules_lock);
   last = --v->refs == 0;
-  pthread_mutex_unlock (&v->lock);
+  pthread_mutex_unlock (&v->granules_lock);
   if (last)
     view_free (v);
 }
@@ -196,14 +198,14 @@ view_end (struct view *v)
 {
   struct scratch *s;
 
-  pthread_mutex_lock (&v->lock);
+  pthread_mutex_lock (&v->granules_lock);
   v->ended = true;
   /* Reads and preservations under way finish first. */
   while (v->nr_busy > 0)
-    pthread_cond_wait (&v->cond, &v->lock);
+    pthread_cond_wait (&v->cond, &v->granules_lock);
   s = v->scratch;
   v->scratch = NULL;
-  pthread_mutex_unlock (&v->lock);
+  pthread_mutex_unlock (&v->granules_lock);
   scratch_free (s);
 }
 
@@ -265,7 +267,7 @@ bytes_of (const struct view *v, const struct bits *b)
 void
 view_info (struct view *v, struct view_info *info)
 {
-  pthread_mutex_lock (&v->lock);
+  pthread_mutex_lock (&v->granules_lock);
   info->size = v->size;
   info->granularity = UINT64_C (1) << v->gbits;
   info->full = v->full;
@@ -273,7 +275,7 @@ view_info (struct view *v, struct view_info *info)
   info->preserved_bytes = bytes_of (v, &v->preserved);
   info->lost_bytes = bytes_of (v, &v->lost);
   info->scratch_bytes = v->scratch ? scratch_allocated (v->scratch) : 0;
-  pthread_mutex_unlock (&v->lock);
+  pthread_mutex_unlock (&v->granules_lock);
 }
 
 /*----------------------------------------------------------------------
@@ -352,7 +354,7 @@ static void
 broken (struct view *v, uint64_t i, const char *why, int e)
 {
   if (!__atomic_exchange_n (&v->failed, true, __ATOMIC_ACQ_REL))
-    nbdkit_error ("dirtybitmap: backup view %s: the data of granule %"
+    filter_error ("backup view %s: the data of granule %"
                   PRIu64 " (offset %" PRIu64 ") could not be kept: %s%s%s: "
                   "the view is broken and the backup has failed (the disk "
                   "itself is not affected)", v->name, i, i << v->gbits,
@@ -366,25 +368,25 @@ preserve (struct view *v, nbdkit_next *next, uint64_t i, char *buf)
   const uint64_t offset = i << v->gbits, len = granule_bytes (v, i);
   int e = 0, r;
 
-  pthread_mutex_lock (&v->lock);
+  pthread_mutex_lock (&v->granules_lock);
   for (;;) {
     if (settled (v, i)) {
-      pthread_mutex_unlock (&v->lock);
+      pthread_mutex_unlock (&v->granules_lock);
       return;
     }
     if (!busy_locked (v, i, i, false))
       break;
-    pthread_cond_wait (&v->cond, &v->lock);
+    pthread_cond_wait (&v->cond, &v->granules_lock);
   }
   if (v->scratch == NULL || add_busy_locked (v, i, i, true) == -1) {
     /* Ended, or out of memory: the data cannot be kept. */
     bits_set_range (&v->lost, i, i);
     bits_set_range (&v->done, i, i);
-    pthread_mutex_unlock (&v->lock);
+    pthread_mutex_unlock (&v->granules_lock);
     broken (v, i, "out of memory", ENOMEM);
     return;
   }
-  pthread_mutex_unlock (&v->lock);
+  pthread_mutex_unlock (&v->granules_lock);
 
   r = pread_below (next, buf, len, offset, &e);
   if (r == -1 && e == 0)
@@ -392,11 +394,11 @@ preserve (struct view *v, nbdkit_next *next, uint64_t i, char *buf)
   if (r == 0 && scratch_write (v->scratch, buf, len, offset) == -1)
     r = -1, e = errno;
 
-  pthread_mutex_lock (&v->lock);
+  pthread_mutex_lock (&v->granules_lock);
   bits_set_range (r == 0 ? &v->preserved : &v->lost, i, i);
   bits_set_range (&v->done, i, i);
   remove_busy_locked (v, i, i, true);
-  pthread_mutex_unlock (&v->lock);
+  pthread_mutex_unlock (&v->granules_lock);
   if (r == -1)
     broken (v, i, e == ENXIO ? "the disk shrank past it"
             : "the scratch store or the layer below failed",
@@ -420,13 +422,13 @@ view_before_write (struct view *v, nbdkit_next *next, uint32_t count,
     if (settled (v, i))
       continue;
     if (buf == NULL && (buf = malloc (UINT64_C (1) << v->gbits)) == NULL) {
-      pthread_mutex_lock (&v->lock);
+      pthread_mutex_lock (&v->granules_lock);
       for (; i <= last; ++i)
         if (!settled (v, i) && !busy_locked (v, i, i, true)) {
           bits_set_range (&v->lost, i, i);
           bits_set_range (&v->done, i, i);
         }
-      pthread_mutex_unlock (&v->lock);
+      pthread_mutex_unlock (&v->granules_lock);
       broken (v, first, "out of memory", ENOMEM);
       return;
     }
@@ -469,7 +471,7 @@ refuse (struct view *v, int *err, const char *fs, ...)
   if (vasprintf (&msg, fs, args) == -1)
     msg = NULL;
   va_end (args);
-  nbdkit_error ("dirtybitmap: backup view %s: %s", v->name,
+  filter_error ("backup view %s: %s", v->name,
                 msg ? msg : "cannot be read");
   free (msg);
   *err = EIO;
@@ -487,15 +489,15 @@ view_read (struct view *v, nbdkit_next *next, void *buf, uint32_t count,
     return 0;
   first = offset >> v->gbits;
   last = (end - 1) >> v->gbits;
-  pthread_mutex_lock (&v->lock);
+  pthread_mutex_lock (&v->granules_lock);
   while (!v->ended && busy_locked (v, first, last, true))
-    pthread_cond_wait (&v->cond, &v->lock);
+    pthread_cond_wait (&v->cond, &v->granules_lock);
   if (v->ended) {
-    pthread_mutex_unlock (&v->lock);
+    pthread_mutex_unlock (&v->granules_lock);
     return refuse (v, err, "the backup has ended");
   }
   if (add_busy_locked (v, first, last, false) == -1) {
-    pthread_mutex_unlock (&v->lock);
+    pthread_mutex_unlock (&v->granules_lock);
     *err = ENOMEM;
     return -1;
   }
@@ -503,7 +505,7 @@ view_read (struct view *v, nbdkit_next *next, void *buf, uint32_t count,
   for (i = first; i <= last; ++i)
     if (bits_test (&v->lost, i) || !needed (v, i))
       break;
-  pthread_mutex_unlock (&v->lock);
+  pthread_mutex_unlock (&v->granules_lock);
   if (i <= last) {
     const bool lost = bits_test (&v->lost, i);
     r = refuse (v, err, "offset %" PRIu64 " %s", MAX (offset, i << v->gbits),
@@ -546,9 +548,9 @@ view_read (struct view *v, nbdkit_next *next, void *buf, uint32_t count,
   }
 
  out:
-  pthread_mutex_lock (&v->lock);
+  pthread_mutex_lock (&v->granules_lock);
   remove_busy_locked (v, first, last, false);
-  pthread_mutex_unlock (&v->lock);
+  pthread_mutex_unlock (&v->granules_lock);
   return r;
 }
 
@@ -565,9 +567,9 @@ view_release (struct view *v, uint32_t count, uint64_t offset, int *err)
   if (first >= last)
     return 0;
   last--;
-  pthread_mutex_lock (&v->lock);
+  pthread_mutex_lock (&v->granules_lock);
   while (!v->ended && busy_locked (v, first, last, false))
-    pthread_cond_wait (&v->cond, &v->lock);
+    pthread_cond_wait (&v->cond, &v->granules_lock);
   if (!v->ended)
     for (i = first; i <= last; ++i)
       if (!bits_test (&v->released, i)) {
@@ -576,7 +578,7 @@ view_release (struct view *v, uint32_t count, uint64_t offset, int *err)
         if (bits_test (&v->preserved, i))
           scratch_release (v->scratch, granule_bytes (v, i), i << v->gbits);
       }
-  pthread_mutex_unlock (&v->lock);
+  pthread_mutex_unlock (&v->granules_lock);
   return 0;
 }
 

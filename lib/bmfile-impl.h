@@ -53,6 +53,22 @@ struct bmf {
 extern int bmf_load (int fd, struct bmf_state *st, int *slot,
                      uint64_t *file_size, struct bmf_problems *p);
 
+/* Open, check and lock path, and load its state as the file has it:
+ * bmf_open without what an unclean stop means (open.c applies it).
+ */
+extern struct bmf *bmf_open_file (const char *path, enum bmf_lock lock,
+                                  struct bmerr *err);
+
+/* Map bm's data as the file has it (bmf_map without a pending
+ * recovery), or copy it into malloced words.
+ */
+extern int bmf_map_data (struct bmf *f, const struct bmf_state *st,
+                         const struct bmf_bitmap *bm, bool writable,
+                         struct bits *out, struct bmerr *err);
+extern int bmf_copy_bits (struct bmf *f, const struct bmf_state *st,
+                          const struct bmf_bitmap *bm, struct bits *out,
+                          struct bmerr *err);
+
 /* Map length bytes at offset of fd (shared), into out->words. */
 extern int bmf_map_region (int fd, uint64_t offset, uint64_t length,
                            bool writable, struct bits *out);

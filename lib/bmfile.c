@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* bmfile.c: a bitmap file, open: creating it, opening and locking it,
  * loading its state through the format layer (format.c), and mapping
- * its bitmap data.  Changes go through transactions (txn.c).
+ * its bitmap data.  Changes go through transactions (txn.c).  What an
+ * unclean stop means for a file is applied above this, by open.c:
+ * nothing here knows the policy.
  *
  * One process writes a file at a time: it holds flock(LOCK_EX) on it
  * (a lock of the open file description, so it survives nbdkit's
@@ -40,10 +42,8 @@
 #include <sys/stat.h>
 
 #include "bmfile-impl.h"
-#include "identity.h"
+#include "crc32c.h"
 #include "msg.h"
-#include "recover.h"
-#include "restore-record.h"
 #include "shadow.h"
 #include "util.h"
 
@@ -145,6 +145,33 @@ load_shadows (int fd, struct bmf_state *st, uint32_t crc,
   return ret;
 }
 
+/* Read and check the source of st's record from fd: problems go to
+ * p, -1 if there was one.
+ */
+static int
+load_restore (int fd, struct bmf_state *st, struct bmf_problems *p)
+{
+  struct bmf_restore_record *rs = &st->restore;
+  ssize_t r;
+
+  memset (rs->source, 0, sizeof rs->source);
+  r = pread (fd, rs->source, rs->source_length, rs->region.offset);
+  if (r != (ssize_t) rs->source_length) {
+    bmf_problem (p, "restore record: read its source: %s",
+                 r == -1 ? strerror (errno) : "short read");
+    return -1;
+  }
+  if (crc32c (rs->source, rs->source_length) != rs->source_crc) {
+    bmf_problem (p, "restore record: source checksum mismatch");
+    return -1;
+  }
+  if (strlen (rs->source) != rs->source_length) {
+    bmf_problem (p, "restore record: the source contains a NUL byte");
+    return -1;
+  }
+  return 0;
+}
+
 int
 bmf_load (int fd, struct bmf_state *st, int *slot, uint64_t *file_size,
           struct bmf_problems *p)
@@ -202,55 +229,10 @@ bmf_load (int fd, struct bmf_state *st, int *slot, uint64_t *file_size,
       !p->report)
     return -1;
   if (st->restore.state != BMF_RESTORE_NONE &&
-      bmf_load_restore (fd, st, p) == -1 && !p->report)
+      load_restore (fd, st, p) == -1 && !p->report)
     return -1;
   bmf_check_overlaps (st, p);
   return p->count > before ? -1 : 0;
-}
-
-static const char *
-mode_name (uint32_t mode)
-{
-  return mode == BMF_STRICT ? "durability=strict" :
-    mode == BMF_COARSE ? "durability=coarse" : "durability=flush";
-}
-
-/* Apply what an unclean stop means: after a reboot, bitmaps that were
- * recording in a flush-mode run may have lost bits; those of a
- * coarse-mode run are recovered from their shadows (recover.c).
- */
-static void
-mark_after_crash (struct bmf *f)
-{
-  char boot[BMF_BOOT_ID_LEN];
-  unsigned char alive[BMF_ALIVE_LENGTH];
-  size_t i;
-
-  if (!f->st.open)
-    return;
-  f->unclean = true;
-  bmf_boot_id (boot);
-  f->rebooted = boot[0] == '\0' || strcmp (boot, f->st.boot_id) != 0;
-  bm_debug ("%s: was not closed cleanly (pid %" PRIu64 ", %s, %s)",
-            f->path, f->st.open_pid,
-            f->rebooted ? "machine restarted since" : "same boot",
-            mode_name (f->st.open_mode));
-  bmf_disk_after_crash (&f->st, f->rebooted,
-                        pread (f->fd, alive, sizeof alive, BMF_ALIVE_OFFSET)
-                        == sizeof alive ? alive : NULL);
-  if (!f->rebooted || f->st.open_mode == BMF_STRICT)
-    return;
-  if (f->st.open_mode == BMF_COARSE) {
-    bmf_recover_coarse (f);
-    return;
-  }
-  for (i = 0; i < f->st.nr_bitmaps; ++i) {
-    struct bmf_bitmap *bm = &f->st.bitmaps[i];
-    if (bmf_flags_unsettled (bm->flags)) {
-      bm->flags |= BMF_INCONSISTENT;
-      bm_debug ("%s: bitmap %s is now inconsistent", f->path, bm->name);
-    }
-  }
 }
 
 /*----------------------------------------------------------------------
@@ -346,7 +328,7 @@ new_bmf (const char *path, int fd, enum bmf_lock lock, struct bmerr *err)
 }
 
 struct bmf *
-bmf_open (const char *path, enum bmf_lock lock, struct bmerr *err)
+bmf_open_file (const char *path, enum bmf_lock lock, struct bmerr *err)
 {
   struct bmf_problems p = { .path = path };
   struct bmf *f;
@@ -382,22 +364,6 @@ bmf_open (const char *path, enum bmf_lock lock, struct bmerr *err)
     bmf_close (f);
     return NULL;
   }
-  mark_after_crash (f);
-  /* With the write lock, the run that left an open record is gone and
-   * its consequences are applied above: the next commit drops the
-   * record (its first fdatasync makes that run's bits durable, and
-   * its marks persist), so that it cannot condemn bitmaps that this
-   * process adds or enables.
-   */
-  if (lock == BMF_LOCK_EXCLUSIVE && f->st.open) {
-    f->st.open = false;
-    f->st.open_mode = 0;
-    f->st.open_pid = 0;
-    memset (f->st.boot_id, 0, sizeof f->st.boot_id);
-  }
-  bm_debug ("%s: opened: %zu bitmaps, disk size %" PRIu64 "%s, seq %"
-            PRIu64, path, f->st.nr_bitmaps, f->st.disk_size,
-            f->st.sized ? "" : " (unknown)", f->st.seq);
   return f;
 }
 
@@ -619,12 +585,10 @@ bmf_map_region (int fd, uint64_t offset, uint64_t length, bool writable,
   return 0;
 }
 
-/* A copy of bm's bits in malloced words (the recovery of a power
- * loss applied, if it is pending).
- */
-static int
-read_copy (struct bmf *f, const struct bmf_state *st,
-           const struct bmf_bitmap *bm, struct bits *out, struct bmerr *err)
+int
+bmf_copy_bits (struct bmf *f, const struct bmf_state *st,
+               const struct bmf_bitmap *bm, struct bits *out,
+               struct bmerr *err)
 {
   uint64_t len;
   ssize_t r;
@@ -651,22 +615,14 @@ read_copy (struct bmf *f, const struct bmf_state *st,
     bmf_unmap (out);
     return -1;
   }
-  if (bm->recovery == BMF_RECOVER_ON_READ &&
-      bmf_recover_read (f, st, bm, out, err) == -1) {
-    bmf_unmap (out);
-    return -1;
-  }
   return 0;
 }
 
 int
-bmf_map (struct bmf *f, const struct bmf_state *st,
-         const struct bmf_bitmap *bm, bool writable, struct bits *out,
-         struct bmerr *err)
+bmf_map_data (struct bmf *f, const struct bmf_state *st,
+              const struct bmf_bitmap *bm, bool writable, struct bits *out,
+              struct bmerr *err)
 {
-  /* Bits recovered in memory only: a copy. */
-  if (!writable && bm->recovery == BMF_RECOVER_ON_READ)
-    return read_copy (f, st, bm, out, err);
   memset (out, 0, sizeof *out);
   out->nr_bits = st->sized ? bmf_nr_bits (st->disk_size, bm->gbits) : 0;
   if (bm->data_length == 0)
@@ -709,13 +665,4 @@ bmf_unmap (struct bits *b)
     free (b->words);
   bits_free_summary (b);
   memset (b, 0, sizeof *b);
-}
-
-int
-bmf_read_bits (struct bmf *f, const struct bmf_bitmap *bm, struct bits *out,
-               struct bmerr *err)
-{
-  if (f->lock != BMF_LOCK_NONE)
-    return bmf_map (f, &f->st, bm, false, out, err);
-  return read_copy (f, &f->st, bm, out, err);
 }

@@ -9,8 +9,10 @@
  * header) and every entry to a 4096-aligned data region of
  * little-endian 64 bit words, one bit per granule.
  *
- * Every field is checked before it is used.  The decoder stops at the
- * first problem, unless the caller asks to hear them all (the check
+ * Every field is checked before it is used: a slot is judged here
+ * whole, with the fields of the coarse shadows (shadow.h) and of the
+ * restore record (restore-record.h).  The decoder stops at the first
+ * problem, unless the caller asks to hear them all (the check
  * subcommand).  A slot whose CRC holds was written whole, so a field
  * in it that this program rejects is corruption or a feature it does
  * not know, never a torn write: the file is refused rather than read
@@ -30,8 +32,6 @@
 
 #include "crc32c.h"
 #include "format.h"
-#include "restore-record.h"
-#include "shadow.h"
 #include "util.h"
 
 static const char magic[8] = { 'D', 'I', 'R', 'T', 'Y', 'B', 'M', 'P' };
@@ -387,6 +387,77 @@ decode_fields (const unsigned char *buf, struct bmf_slot *s,
   }
 }
 
+/* Whether the header fields of a state with shadows (shadow.h) keep
+ * the rules; if not the reason goes into why.
+ */
+static bool
+shadow_fields_ok (const struct bmf_state *st, char *why, size_t len)
+{
+  const char *rp;
+
+  if (st->cgbits < BMF_MIN_GBITS || st->cgbits > BMF_MAX_GBITS)
+    snprintf (why, len, "coarse granularity 2^%u is out of range "
+              "(512 to 2G)", st->cgbits);
+  else if (st->shadow_table_length !=
+           (uint64_t) st->nr_bitmaps * BMF_SHADOW_ENTRY)
+    snprintf (why, len, "a shadow table of %" PRIu32 " bytes for %zu "
+              "bitmaps", st->shadow_table_length, st->nr_bitmaps);
+  else if (st->shadow_table_length == 0 && st->shadow_table_offset != 0)
+    snprintf (why, len, "shadow table offset %" PRIu64 " without a "
+              "shadow table", st->shadow_table_offset);
+  else if (st->shadow_table_length > 0 &&
+           (rp = bmf_region_problem (st->shadow_table_offset,
+                                     st->shadow_table_length,
+                                     st->file_length)) != NULL)
+    snprintf (why, len, "shadow table (offset %" PRIu64 ", length %"
+              PRIu32 ") %s", st->shadow_table_offset,
+              st->shadow_table_length, rp);
+  else
+    return true;
+  return false;
+}
+
+/* The region's length for st's record. */
+static uint64_t
+record_length (const struct bmf_state *st)
+{
+  if (st->restore.state == BMF_RESTORE_RUNNING)
+    return BMF_SOURCE_PAGE + bmf_data_length (st->disk_size,
+                                              st->restore.gbits);
+  return BMF_SOURCE_PAGE;
+}
+
+/* Whether the header fields of st's restore record keep the rules
+ * (restore-record.h); if not the reason goes into why.  (No I/O: the
+ * loader reads the source later.)
+ */
+static bool
+restore_fields_ok (const struct bmf_state *st, char *why, size_t len)
+{
+  const struct bmf_restore_record *rs = &st->restore;
+  const char *rp;
+
+  if (rs->gbits < BMF_MIN_GBITS || rs->gbits > BMF_MAX_GBITS)
+    snprintf (why, len, "restore record: granularity 2^%u is out of range "
+              "(512 to 2G)", rs->gbits);
+  else if (rs->source_length == 0 || rs->source_length > BMF_MAX_SOURCE)
+    snprintf (why, len, "restore record: a source of %" PRIu32 " bytes "
+              "(must be 1 to %d)", rs->source_length, BMF_MAX_SOURCE);
+  else if (rs->state == BMF_RESTORE_RUNNING && !st->sized)
+    snprintf (why, len, "restore record: a restore runs on a disk of "
+              "unknown size");
+  else if (rs->region.length != record_length (st))
+    snprintf (why, len, "restore record: length %" PRIu64 " is not %"
+              PRIu64, rs->region.length, record_length (st));
+  else if ((rp = bmf_region_problem (rs->region.offset, rs->region.length,
+                                     st->file_length)) != NULL)
+    snprintf (why, len, "restore record (offset %" PRIu64 ", length %"
+              PRIu64 ") %s", rs->region.offset, rs->region.length, rp);
+  else
+    return true;
+  return false;
+}
+
 /* Whether the decoded fields keep every rule: if not, s->why says
  * which one they break first.
  */
@@ -447,7 +518,7 @@ fields_ok (struct bmf_slot *s, const struct raw_words *w)
               "directory (offset %" PRIu64 ", length %" PRIu32 ") %s",
               st->dir_offset, st->dir_length, rp);
   else if (st->has_shadows &&
-           !bmf_shadow_fields_ok (st, s->why, sizeof s->why)) {
+           !shadow_fields_ok (st, s->why, sizeof s->why)) {
     /* (why is said) */
   }
   else if ((w->incompat & BMF_INCOMPAT_RESTORING) &&
@@ -455,7 +526,7 @@ fields_ok (struct bmf_slot *s, const struct raw_words *w)
     snprintf (s->why, sizeof s->why, "a restore is said to be both running "
               "and complete");
   else if (st->restore.state != BMF_RESTORE_NONE &&
-           !bmf_restore_fields_ok (st, s->why, sizeof s->why)) {
+           !restore_fields_ok (st, s->why, sizeof s->why)) {
     /* (why is said) */
   }
   else

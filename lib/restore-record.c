@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* restore-record.c: the restore record in the file (see
  * restore-record.h; the byte layout is in
- * nbdkit-dirtybitmap-filter(1), FILE FORMAT): its header fields
- * checked, its source loaded, its restored bitmap mapped.  As
- * everywhere in the format, every field is checked before it is used.
+ * nbdkit-dirtybitmap-filter(1), FILE FORMAT): its restored bitmap
+ * mapped.  Its header fields are checked with the rest of the header
+ * (format.c) and its source by the loader (bmfile.c): as everywhere in
+ * the format, every field is checked before it is used.
  */
 
 #include <config.h>
@@ -53,67 +54,6 @@ bmf_restored_nr_bits (const struct bmf_state *st)
   if (st->restore.state != BMF_RESTORE_RUNNING || !st->sized)
     return 0;
   return bmf_nr_bits (st->disk_size, st->restore.gbits);
-}
-
-/* The region's length for st's record. */
-static uint64_t
-record_length (const struct bmf_state *st)
-{
-  if (st->restore.state == BMF_RESTORE_RUNNING)
-    return BMF_SOURCE_PAGE + bmf_data_length (st->disk_size,
-                                              st->restore.gbits);
-  return BMF_SOURCE_PAGE;
-}
-
-bool
-bmf_restore_fields_ok (const struct bmf_state *st, char *why, size_t len)
-{
-  const struct bmf_restore_record *rs = &st->restore;
-  const char *rp;
-
-  if (rs->gbits < BMF_MIN_GBITS || rs->gbits > BMF_MAX_GBITS)
-    snprintf (why, len, "restore record: granularity 2^%u is out of range "
-              "(512 to 2G)", rs->gbits);
-  else if (rs->source_length == 0 || rs->source_length > BMF_MAX_SOURCE)
-    snprintf (why, len, "restore record: a source of %" PRIu32 " bytes "
-              "(must be 1 to %d)", rs->source_length, BMF_MAX_SOURCE);
-  else if (rs->state == BMF_RESTORE_RUNNING && !st->sized)
-    snprintf (why, len, "restore record: a restore runs on a disk of "
-              "unknown size");
-  else if (rs->region.length != record_length (st))
-    snprintf (why, len, "restore record: length %" PRIu64 " is not %"
-              PRIu64, rs->region.length, record_length (st));
-  else if ((rp = bmf_region_problem (rs->region.offset, rs->region.length,
-                                     st->file_length)) != NULL)
-    snprintf (why, len, "restore record (offset %" PRIu64 ", length %"
-              PRIu64 ") %s", rs->region.offset, rs->region.length, rp);
-  else
-    return true;
-  return false;
-}
-
-int
-bmf_load_restore (int fd, struct bmf_state *st, struct bmf_problems *p)
-{
-  struct bmf_restore_record *rs = &st->restore;
-  ssize_t r;
-
-  memset (rs->source, 0, sizeof rs->source);
-  r = pread (fd, rs->source, rs->source_length, rs->region.offset);
-  if (r != (ssize_t) rs->source_length) {
-    bmf_problem (p, "restore record: read its source: %s",
-                 r == -1 ? strerror (errno) : "short read");
-    return -1;
-  }
-  if (crc32c (rs->source, rs->source_length) != rs->source_crc) {
-    bmf_problem (p, "restore record: source checksum mismatch");
-    return -1;
-  }
-  if (strlen (rs->source) != rs->source_length) {
-    bmf_problem (p, "restore record: the source contains a NUL byte");
-    return -1;
-  }
-  return 0;
 }
 
 /* A copy of the restored bits, for a file opened without a lock (a

@@ -29,18 +29,6 @@
 /* Why a source cannot be recorded ("must be ..."), or NULL. */
 extern const char *bmf_source_problem (const char *source);
 
-/* Whether the header fields of st's record keep the rules; if not the
- * reason goes into why.  (No I/O: the source is loaded later.)
- */
-extern bool bmf_restore_fields_ok (const struct bmf_state *st,
-                                   char *why, size_t len);
-
-/* Read and check the source of st's record from fd (the loader):
- * problems go to p, -1 if there was one.
- */
-extern int bmf_load_restore (int fd, struct bmf_state *st,
-                             struct bmf_problems *p);
-
 /* The restored bitmap of a running restore: where it is in the file,
  * and how many granules it has.
  */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* shadow.c: the coarse shadows in the file: their header fields and
- * their table, encoded, decoded and checked (see shadow.h; the byte
- * layout is in nbdkit-dirtybitmap-filter(1), FILE FORMAT).  As for the
+/* shadow.c: the coarse shadows in the file: their table, encoded,
+ * decoded and checked (see shadow.h; the byte layout is in
+ * nbdkit-dirtybitmap-filter(1), FILE FORMAT; their header fields are
+ * checked with the rest of the header, in format.c).  As for the
  * directory, every field is checked before it is used, and the
  * decoder stops at the first problem unless the caller asks to hear
  * them all.
@@ -41,33 +42,6 @@ bmf_shadow_length (const struct bmf_state *st, const struct bmf_bitmap *bm)
 {
   return st->sized ? bmf_data_length (st->disk_size,
                                       bmf_shadow_gbits (st, bm)) : 0;
-}
-
-bool
-bmf_shadow_fields_ok (const struct bmf_state *st, char *why, size_t len)
-{
-  const char *rp;
-
-  if (st->cgbits < BMF_MIN_GBITS || st->cgbits > BMF_MAX_GBITS)
-    snprintf (why, len, "coarse granularity 2^%u is out of range "
-              "(512 to 2G)", st->cgbits);
-  else if (st->shadow_table_length !=
-           (uint64_t) st->nr_bitmaps * BMF_SHADOW_ENTRY)
-    snprintf (why, len, "a shadow table of %" PRIu32 " bytes for %zu "
-              "bitmaps", st->shadow_table_length, st->nr_bitmaps);
-  else if (st->shadow_table_length == 0 && st->shadow_table_offset != 0)
-    snprintf (why, len, "shadow table offset %" PRIu64 " without a "
-              "shadow table", st->shadow_table_offset);
-  else if (st->shadow_table_length > 0 &&
-           (rp = bmf_region_problem (st->shadow_table_offset,
-                                     st->shadow_table_length,
-                                     st->file_length)) != NULL)
-    snprintf (why, len, "shadow table (offset %" PRIu64 ", length %"
-              PRIu32 ") %s", st->shadow_table_offset,
-              st->shadow_table_length, rp);
-  else
-    return true;
-  return false;
 }
 
 unsigned char *

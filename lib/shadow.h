@@ -39,12 +39,6 @@ bmf_shadow_gbits (const struct bmf_state *st, const struct bmf_bitmap *bm)
 extern uint64_t bmf_shadow_length (const struct bmf_state *st,
                                    const struct bmf_bitmap *bm);
 
-/* Whether the header fields of a state with shadows are right; if not
- * the reason goes into why.
- */
-extern bool bmf_shadow_fields_ok (const struct bmf_state *st,
-                                  char *why, size_t len);
-
 /* The shadow table of st, encoded into a malloced buffer of *len
  * bytes (NULL with errno if out of memory; no bitmaps give a non-NULL
  * buffer and *len 0).

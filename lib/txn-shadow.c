@@ -25,7 +25,7 @@
 #include "util.h"
 
 static bool
-active (const struct bmf_txn *t)
+keeps_shadows (const struct bmf_txn *t)
 {
   return t->st.has_shadows && !t->dry_run;
 }
@@ -33,7 +33,7 @@ active (const struct bmf_txn *t)
 int
 txs_empty (struct bmf_txn *t, struct bmf_bitmap *bm, struct bmerr *err)
 {
-  if (!active (t))
+  if (!keeps_shadows (t))
     return 0;
   bm->shadow_length = bmf_shadow_length (&t->st, bm);
   return txn_alloc_region (t, bm->shadow_length, &bm->shadow_offset, err);
@@ -47,7 +47,7 @@ txs_coarsen (struct bmf_txn *t, struct bmf_bitmap *bm,
   uint64_t len, offset;
   struct bits sh;
 
-  if (!active (t))
+  if (!keeps_shadows (t))
     return 0;
   len = bmf_data_length (disk_size, sg);
   if (txn_alloc_region (t, len, &offset, err) == -1 ||

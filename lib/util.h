@@ -43,6 +43,15 @@ clock_ns (clockid_t clock)
   return ts.tv_sec * INT64_C (1000000000) + ts.tv_nsec;
 }
 
+/* The same in seconds: CLOCK_MONOTONIC for deadlines and durations,
+ * CLOCK_REALTIME for a time that is shown or recorded.
+ */
+static inline double
+clock_seconds (clockid_t clock)
+{
+  return clock_ns (clock) / 1e9;
+}
+
 /* Little-endian loads and stores for the on-disk structures (the
  * configure script refuses big-endian hosts, so these are memcpy).
  */

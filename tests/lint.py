@@ -11,6 +11,12 @@
 #    the condition of if, elif, while and until.
 # 2. Every source file, test and script starts with an
 #    SPDX-License-Identifier line (in its first 3 lines).
+# 3. Every folder of the code matches its map: the head comment of
+#    the file named in MAPS lists what each file of the folder holds.
+#    Each .c and .h file of the folder must be named there (a header
+#    X.h is named by its module's X.c), and each .c or .h the map names
+#    must exist, so that a file added, renamed or removed changes the
+#    map with it.
 #
 # The files: those git tracks when TOP_SRCDIR is a git work tree, or
 # else (an unpacked release) the files in the tree with the names of
@@ -42,6 +48,71 @@ SOURCE = re.compile(r"""\.(c|h|sh|py|pod|syms|am|ac)$|\.sh\.in$
 GENERATED = re.compile(r"""^(build-aux|autom4te\.cache|m4)/|\.tmp/
                            |(^|/)(\.libs|\.deps)/|^config\.h$
                            |^tests/functions\.sh$""", re.X)
+
+# Each folder of the code and the file whose head comment is its map.
+MAPS = {
+    "filter": "filter/Makefile.am",
+    "lib": "lib/Makefile.am",
+    "tool": "tool/Makefile.am",
+    "tool/backup": "tool/backup/internal.h",
+    "tool/copy": "tool/copy/internal.h",
+}
+# A file name in a map: a word ending in .c or .h, maybe with a folder.
+MAP_NAME = re.compile(r"(?<![\w./-])([\w-]+(?:/[\w-]+)*\.[ch])(?![\w.])")
+
+
+def map_comment(text):
+    """The head comment of a map: a Makefile.am's first block of "#"
+    lines, or a header's first /* ... */ comment after the licence."""
+    lines = text.split("\n")
+    if lines and lines[0].startswith("#"):
+        head = []
+        for line in lines:
+            if not line.startswith("#"):
+                break
+            head.append(line)
+        return "\n".join(head)
+    text = text.replace("/* SPDX-License-Identifier:", "", 1)
+    start = text.find("/*")
+    end = text.find("*/", start)
+    return text[start:end] if start != -1 and end != -1 else ""
+
+
+def check_maps(top, files):
+    """Problems, as strings, where a folder and its map disagree."""
+    problems = []
+    present = set(files)
+    for folder, mapfile in sorted(MAPS.items()):
+        try:
+            with open(os.path.join(top, mapfile)) as fp:
+                names = MAP_NAME.findall(map_comment(fp.read()))
+        except OSError:
+            problems.append("%s:1: the map of %s/ is missing"
+                            % (mapfile, folder))
+            continue
+        # A name is relative to the folder, or to the folder above it
+        # (copy/run.c in tool/copy/internal.h), or to the top.
+        parent = os.path.dirname(folder)
+        named = set()
+        for name in names:
+            places = [os.path.normpath(os.path.join(d, name))
+                      for d in (folder, parent, "")]
+            found = [p for p in places if p in present]
+            if found:
+                named.add(found[0])
+            else:
+                problems.append("%s:1: the map names %s, which %s/ does "
+                                "not hold" % (mapfile, name, folder))
+        for rel in sorted(present):
+            if os.path.dirname(rel) != folder or \
+               not rel.endswith((".c", ".h")) or rel in named:
+                continue
+            if rel.endswith(".h") and rel[:-2] + ".c" in named:
+                continue
+            problems.append("%s:1: %s is not in the map of %s/ (the head "
+                            "comment of %s)" % (rel, os.path.basename(rel),
+                                                folder, mapfile))
+    return problems
 
 
 def tracked_files(top):
@@ -216,6 +287,9 @@ def main():
                       "set -e: write 'if cmd; then echo ...; exit 1; fi'"
                       % (rel, n))
                 problems += 1
+    for problem in check_maps(top, files):
+        print(problem)
+        problems += 1
     print("lint: %d files, %d shell scripts, %d problems"
           % (len(files), scripts, problems))
     if scripts == 0:

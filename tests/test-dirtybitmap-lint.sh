@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # The tree itself: no shell script says "! cmd" as a statement (under
-# set -e it never fails), and every source file, test and script has
-# an SPDX-License-Identifier line (see lint.py).
+# set -e it never fails), every source file, test and script has an
+# SPDX-License-Identifier line, and every folder of the code matches
+# its map: each .c and .h is named there, each file named exists (see
+# lint.py).
 source ./functions.sh
 set -e
 set -x

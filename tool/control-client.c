@@ -19,38 +19,32 @@
 
 #include "control-client.h"
 #include "dirtybitmap.h"
+#include "util.h"
 
 #define REPLY_MAX (4 * 1024 * 1024)
-
-int
-control_now_ms (void)
-{
-  struct timespec ts;
-
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Wait for fd to be ready for events until deadline, or until wake_fd
  * (if >= 0) is readable: 0, or -1 with errno (ETIMEDOUT, EINTR for
  * the wake).
  */
 static int
-wait_for (int fd, short events, int deadline, int wake_fd)
+wait_for (int fd, short events, double deadline, int wake_fd)
 {
   struct pollfd p[2] = {
     { .fd = fd, .events = events },
     { .fd = wake_fd, .events = POLLIN },
   };
-  int r, left;
+  double left;
+  int r;
 
   for (;;) {
-    left = deadline - control_now_ms ();
+    left = deadline - clock_seconds (CLOCK_MONOTONIC);
     if (left <= 0) {
       errno = ETIMEDOUT;
       return -1;
     }
-    r = poll (p, wake_fd >= 0 ? 2 : 1, left);
+    /* Milliseconds, rounded up: poll returns before the deadline. */
+    r = poll (p, wake_fd >= 0 ? 2 : 1, (int) (left * 1000) + 1);
     if (r > 0 && wake_fd >= 0 && (p[1].revents & POLLIN)) {
       errno = EINTR;
       return -1;
@@ -66,7 +60,8 @@ int
 control_connect (const char *path)
 {
   struct sockaddr_un sun = { .sun_family = AF_UNIX };
-  const int deadline = control_now_ms () + CONTROL_TIMEOUT_SECONDS * 1000;
+  const double deadline =
+    clock_seconds (CLOCK_MONOTONIC) + CONTROL_TIMEOUT_SECONDS;
   int fd;
 
   if (strlen (path) >= sizeof sun.sun_path) {
@@ -81,7 +76,7 @@ control_connect (const char *path)
   if (fd == -1)
     goto err;
   while (connect (fd, (struct sockaddr *) &sun, sizeof sun) == -1) {
-    if (errno != EAGAIN || control_now_ms () >= deadline) {
+    if (errno != EAGAIN || clock_seconds (CLOCK_MONOTONIC) >= deadline) {
       if (errno == EAGAIN)
         errno = ETIMEDOUT;
       goto err;
@@ -109,7 +104,8 @@ why (int errnum)
 }
 
 int
-control_send (int fd, json_object *request, int deadline, char **error)
+control_send (int fd, json_object *request, double deadline,
+              char **error)
 {
   const char *req = json_object_to_json_string_ext (request,
                                                     JSON_C_TO_STRING_PLAIN);
@@ -144,7 +140,7 @@ control_send (int fd, json_object *request, int deadline, char **error)
  * requests).  -1 with *error.
  */
 static int
-recv_line (int fd, int deadline, int wake_fd, char **line, char **error)
+recv_line (int fd, double deadline, int wake_fd, char **line, char **error)
 {
   char *buf = NULL;
   size_t len = 0, cap = 0;
@@ -190,7 +186,7 @@ recv_line (int fd, int deadline, int wake_fd, char **line, char **error)
 }
 
 int
-control_receive (int fd, int deadline, int wake_fd, json_object **ret,
+control_receive (int fd, double deadline, int wake_fd, json_object **ret,
                  char **error)
 {
   json_object *reply, *v, *e;
@@ -228,7 +224,8 @@ int
 control_call_on (int fd, const char *path, json_object *request,
                  json_object **ret, char **error)
 {
-  const int deadline = control_now_ms () + CONTROL_TIMEOUT_SECONDS * 1000;
+  const double deadline =
+    clock_seconds (CLOCK_MONOTONIC) + CONTROL_TIMEOUT_SECONDS;
   char *e;
   int r;
 

@@ -33,7 +33,7 @@ extern int control_call_on (int fd, const char *path, json_object *request,
 
 /* The two halves of control_call_on, for one request sent to several
  * servers at once and their replies awaited together.  Deadlines are
- * on the clock of control_now_ms (monotonic milliseconds).
+ * clock_seconds (CLOCK_MONOTONIC) (util.h).
  * control_send sends request (consumed); control_receive waits for
  * its reply until deadline, or until wake_fd (if >= 0) is readable.
  * Both return 0 (with *ret, a new reference), 1 (*error is the
@@ -41,10 +41,9 @@ extern int control_call_on (int fd, const char *path, json_object *request,
  * connection: "no reply in time", "interrupted", ...); they print
  * nothing, and *error is malloced.
  */
-extern int control_now_ms (void);
-extern int control_send (int fd, json_object *request, int deadline,
+extern int control_send (int fd, json_object *request, double deadline,
                          char **error);
-extern int control_receive (int fd, int deadline, int wake_fd,
+extern int control_receive (int fd, double deadline, int wake_fd,
                             json_object **ret, char **error);
 
 #endif /* DIRTYBITMAP_CONTROL_CLIENT_H */

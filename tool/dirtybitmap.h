@@ -29,6 +29,7 @@ extern int do_resize (int argc, char *argv[]);
 extern int do_verify (int argc, char *argv[]);
 extern int do_list (int argc, char *argv[]);
 extern int do_restore (int argc, char *argv[]);
+extern int do_rollback (int argc, char *argv[]);
 extern int do_serve (int argc, char *argv[]);
 
 /* verify DIR[@POINT] (repo-verify.c), from do_verify: the exit status. */

@@ -203,14 +203,15 @@ repo_verified_json (const struct repo_point *p)
 void
 repo_time_now (char *buf, size_t n)
 {
-  struct timespec ts;
+  const int64_t ns = clock_ns (CLOCK_REALTIME);
+  const time_t secs = ns / 1000000000;
   struct tm tm;
-  char s[32];
+  size_t len;
 
-  clock_gettime (CLOCK_REALTIME, &ts);
-  gmtime_r (&ts.tv_sec, &tm);
-  strftime (s, sizeof s, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf (buf, n, "%s.%06ldZ", s, ts.tv_nsec / 1000);
+  gmtime_r (&secs, &tm);
+  len = strftime (buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf (buf + len, n - len, ".%06ldZ",
+            (long) (ns % 1000000000 / 1000));
 }
 
 /* flock(2) on DIR/points, exclusive: the descriptor to close, or -1. */

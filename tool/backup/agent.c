@@ -33,6 +33,7 @@
 #include <sys/un.h>
 
 #include "internal.h"
+#include "util.h"
 
 /* Wait until fd is ready for events, by deadline (or a signal, with
  * wake): 0, or AGENT_SILENT or AGENT_GONE with *error.
@@ -47,7 +48,7 @@ wait_fd (int fd, short events, double deadline, bool wake, char **error)
   int r, ms;
 
   for (;;) {
-    ms = (deadline - backup_now ()) * 1000;
+    ms = (deadline - clock_seconds (CLOCK_MONOTONIC)) * 1000;
     if (ms <= 0) {
       *error = strdup ("no answer in time");
       return AGENT_SILENT;

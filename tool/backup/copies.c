@@ -21,7 +21,7 @@
 /* Protects stopped: set by the first copy that fails, before it stops
  * the others (read without it once every thread is joined).
  */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t stopped_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool stopped;
 
 static void *
@@ -30,12 +30,12 @@ copy_thread (void *arg)
   struct disk *d = arg;
 
   if (copy_run (&d->o, &d->r) == -1 && !d->r.interrupted) {
-    pthread_mutex_lock (&lock);
+    pthread_mutex_lock (&stopped_lock);
     if (!stopped) {
       stopped = true;
       copy_stop_all ();
     }
-    pthread_mutex_unlock (&lock);
+    pthread_mutex_unlock (&stopped_lock);
   }
   return NULL;
 }
@@ -61,10 +61,10 @@ copies_run (struct set *s, bool progress)
     err = pthread_create (&threads[i], NULL, copy_thread, d);
     if (err) {
       set_fail (s, "pthread_create: %s", strerror (err));
-      pthread_mutex_lock (&lock);
+      pthread_mutex_lock (&stopped_lock);
       stopped = true;
       copy_stop_all ();
-      pthread_mutex_unlock (&lock);
+      pthread_mutex_unlock (&stopped_lock);
       r = -1;
       break;
     }

@@ -26,6 +26,7 @@
 #include "control-client.h"
 #include "dirtybitmap.h"
 #include "internal.h"
+#include "util.h"
 
 /* What query says of one disk. */
 struct state {
@@ -111,7 +112,7 @@ static bool has_base (const struct disk *d)
 static double
 control_deadline (void)
 {
-  return backup_now () + CONTROL_TIMEOUT_SECONDS;
+  return clock_seconds (CLOCK_MONOTONIC) + CONTROL_TIMEOUT_SECONDS;
 }
 
 /* Every disk's query, into rets (NULL where it failed). */
@@ -164,8 +165,12 @@ cut_check (struct set *s)
     checksums_find (s, &s->disks[i]);
     without_sums += s->disks[i].prev == NULL;
   }
-  if (s->incremental && without_base == s->n && without_sums == s->n) {
-    /* Most likely a wrong name: nothing to build on anywhere. */
+  if (s->incremental && !s->sums_required &&
+      without_base == s->n && without_sums == s->n) {
+    /* Most likely a wrong name: nothing to build on anywhere.  (In a
+     * repository B is the newest point, not a name given: what cannot
+     * be built on is copied in full, said by checksums_plan.)
+     */
     set_fail (s, "bitmap %s is on no disk, and no disk has the checksums "
               "of a backup at %s: an incremental backup needs one or the "
               "other (a full backup, without --incremental, starts a new "
@@ -314,8 +319,8 @@ cut_make (struct set *s)
     copy_signals_firm (false);
     return -1;
   }
-  s->cut_start = backup_now ();
-  s->cut_wall = backup_wall_now ();
+  s->cut_start = clock_seconds (CLOCK_MONOTONIC);
+  s->cut_wall = clock_seconds (CLOCK_REALTIME);
   s->cut_made = true;
   deadline = s->cut_start + s->cut_timeout;
   r = step (s, "pause", NULL, NULL, deadline, true, paused_flag, true);
@@ -329,8 +334,8 @@ cut_make (struct set *s)
   if (step (s, "resume", NULL, is_paused, deadline, false, paused_flag,
             false) == -1)
     r = -1;
-  s->cut_ms = (backup_now () - s->cut_start) * 1000;
-  if (r == -1 && backup_now () >= deadline)
+  s->cut_ms = (clock_seconds (CLOCK_MONOTONIC) - s->cut_start) * 1000;
+  if (r == -1 && clock_seconds (CLOCK_MONOTONIC) >= deadline)
     set_fail (s, "the cut took longer than --cut-timeout (%g seconds): "
               "every server was resumed", s->cut_timeout);
   if (thaw_guest (s) == -1)
@@ -538,7 +543,8 @@ cut_forget (struct set *s)
 void
 cut_undo (struct set *s)
 {
-  const double deadline = backup_now () + BACKUP_UNDO_SECONDS;
+  const double deadline =
+    clock_seconds (CLOCK_MONOTONIC) + BACKUP_UNDO_SECONDS;
   size_t i;
 
   copy_signals_firm (true);

@@ -23,6 +23,7 @@
 
 #include "dirtybitmap.h"
 #include "internal.h"
+#include "util.h"
 
 /* Run command with sh -c in a process group of its own, its standard
  * output on our standard error (ours carries the summary), until it
@@ -56,7 +57,7 @@ run_command (const char *what, const char *command, double deadline,
   p[1] = (struct pollfd) { .fd = wake ? copy_interrupt_fd () : -1,
                            .events = POLLIN };
   for (;;) {
-    ms = (deadline - backup_now ()) * 1000;
+    ms = (deadline - clock_seconds (CLOCK_MONOTONIC)) * 1000;
     if (ms <= 0) {
       r = asprintf (error, "%s did not end within --freeze-timeout: "
                     "killed", what);
@@ -178,11 +179,11 @@ agent_thaw (struct set *s, double deadline, char **error)
 int
 freeze_guest (struct set *s)
 {
-  const double deadline = backup_now () + s->freeze_timeout;
+  const double deadline = clock_seconds (CLOCK_MONOTONIC) + s->freeze_timeout;
   char *error = NULL;
   int r;
 
-  s->freeze_start = backup_now ();
+  s->freeze_start = clock_seconds (CLOCK_MONOTONIC);
   if (s->freeze == FREEZE_AGENT)
     r = agent_freeze (s, deadline, &error);
   else {
@@ -203,7 +204,7 @@ freeze_guest (struct set *s)
 int
 thaw_guest (struct set *s)
 {
-  const double deadline = backup_now () + s->freeze_timeout;
+  const double deadline = clock_seconds (CLOCK_MONOTONIC) + s->freeze_timeout;
   char *error = NULL;
   int r;
 
@@ -216,7 +217,7 @@ thaw_guest (struct set *s)
                      &error);
   if (r == 0) {
     s->thawed = true;
-    s->frozen_ms = (backup_now () - s->freeze_start) * 1000;
+    s->frozen_ms = (clock_seconds (CLOCK_MONOTONIC) - s->freeze_start) * 1000;
   }
   else {
     /* Said at once: whatever else failed, this one the user must see. */

@@ -147,10 +147,6 @@ struct set {
   struct heal *heal;            /* backup/heal.c, or NULL */
 };
 
-/* Seconds on the monotonic clock, and on the wall clock. */
-extern double backup_now (void);
-extern double backup_wall_now (void);
-
 /* Record an error (the first one is kept). */
 extern void set_fail (struct set *s, const char *fs, ...)
   __attribute__ ((format (printf, 2, 3)));

@@ -43,15 +43,6 @@ servers_connect (struct set *s)
   return r;
 }
 
-/* Milliseconds of the monotonic clock of control_now_ms at the
- * monotonic second t.
- */
-static int
-deadline_ms (double t)
-{
-  return control_now_ms () + (int) ((t - backup_now ()) * 1000);
-}
-
 static void
 disk_break (struct disk *d)
 {
@@ -67,7 +58,6 @@ servers_call (struct set *s, const char *command, args_fn args,
               bool (*want) (const struct disk *d), double deadline,
               bool wake, json_object **rets)
 {
-  const int dl = deadline_ms (deadline);
   const int wake_fd = wake ? copy_interrupt_fd () : -1;
   bool *sent = calloc (s->n, sizeof *sent);
   size_t i;
@@ -86,7 +76,7 @@ servers_call (struct set *s, const char *command, args_fn args,
       continue;
     if (control_send (d->fd, control_request (command,
                                               args ? args (s, d) : NULL),
-                      dl, &error) == -1) {
+                      deadline, &error) == -1) {
       disk_fail (d, "%s: %s", command, error);
       free (error);
       disk_break (d);
@@ -105,7 +95,8 @@ servers_call (struct set *s, const char *command, args_fn args,
     /* After a signal the replies owed are still read (until the
      * deadline), so that the undo finds every connection in step.
      */
-    while ((c = control_receive (d->fd, dl, s->interrupted ? -1 : wake_fd,
+    while ((c = control_receive (d->fd, deadline,
+                                 s->interrupted ? -1 : wake_fd,
                                  &ret, &error)) == -1 &&
            strcmp (error, "interrupted") == 0) {
       s->interrupted = true;

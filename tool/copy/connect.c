@@ -72,7 +72,7 @@ open_still (struct nbd_handle *h)
 void
 close_handles (struct nbd_handle **hs, unsigned n, bool graceful)
 {
-  double deadline = copy_now () + SHUTDOWN_WAIT_SECS;
+  double deadline = clock_seconds (CLOCK_MONOTONIC) + SHUTDOWN_WAIT_SECS;
   struct pollfd *fds = NULL;
   unsigned *idx = NULL;         /* the handle of each descriptor */
   unsigned i;
@@ -90,7 +90,7 @@ close_handles (struct nbd_handle **hs, unsigned n, bool graceful)
 
     for (;;) {
       unsigned nfds = 0, k;
-      int ms = (deadline - copy_now ()) * 1000, r;
+      int ms = (deadline - clock_seconds (CLOCK_MONOTONIC)) * 1000, r;
 
       for (i = 0; i < n; ++i) {
         unsigned dir;

@@ -73,6 +73,10 @@ struct copy_options {
   size_t request_size;          /* largest read or write; 0: default */
   struct copy_sums *sums;       /* or NULL */
   bool no_target;               /* read (and hash) only: target unused */
+  const uint8_t *only;          /* with full and sums: only the chunks i
+                                 * with only[i] set (sums->n of them)
+                                 * are brought to the target, or NULL:
+                                 * every chunk */
   const char *label;            /* the copy's name when several run at
                                  * once (a disk's), or NULL: progress is
                                  * then a line now and then, named */
@@ -106,6 +110,15 @@ struct copy_result {
 
 /* The size of the export at uri: -1 with *errp on failure. */
 extern int64_t copy_export_size (const char *uri, char **errp);
+
+/* Set only[i] for each chunk i (of chunk bytes, a power of 2) that
+ * the export at uri, of size bytes, says is dirty: data or zero in
+ * its base:allocation as nbdkit-dirtybitmap-filter answers it from a
+ * bitmap (a backup view's map).  A chunk with one dirty byte is
+ * dirty.  -1 with *errp on failure: not that size, no block status.
+ */
+extern int copy_dirty_chunks (const char *uri, uint64_t size,
+                              uint64_t chunk, uint8_t *only, char **errp);
 
 /* Run one copy.  Returns 0 when the target holds a complete, flushed
  * copy (r->ok), -1 otherwise (r->error says why, unless

@@ -92,7 +92,7 @@ struct raw {
   bool stop;                    /* an error or a signal: take no more */
 
   /* Protects error and running. */
-  pthread_mutex_t lock;
+  pthread_mutex_t workers_lock;
   pthread_cond_t finished;      /* signalled when a thread ends */
   unsigned running;
   char *error;                  /* the first error, or NULL */
@@ -103,7 +103,7 @@ static void __attribute__ ((format (printf, 2, 3)))
 raw_fail (struct raw *w, const char *fs, ...)
 {
   va_list args;
-  SCOPED_LOCK (&w->lock);
+  SCOPED_LOCK (&w->workers_lock);
 
   __atomic_store_n (&w->stop, true, __ATOMIC_RELEASE);
   if (w->error)
@@ -224,7 +224,7 @@ raw_worker (void *arg)
   }
   free (buf);
   {
-    SCOPED_LOCK (&w->lock);
+    SCOPED_LOCK (&w->workers_lock);
     w->running--;
     pthread_cond_signal (&w->finished);
   }
@@ -237,7 +237,7 @@ raw_worker (void *arg)
 static void
 raw_wait (struct raw *w, struct progress *p)
 {
-  while (wait_workers (&w->lock, &w->finished, &w->running)) {
+  while (wait_workers (&w->workers_lock, &w->finished, &w->running)) {
     if (copy_interrupted ())
       __atomic_store_n (&w->stop, true, __ATOMIC_RELEASE);
     progress_draw (p, __atomic_load_n (&w->done, __ATOMIC_RELAXED), false);
@@ -257,12 +257,12 @@ raw_run (struct raw *w, bool progress, struct image_result *r)
   for (i = 0; i < n; ++i) {
     int err;
     {
-      SCOPED_LOCK (&w->lock);
+      SCOPED_LOCK (&w->workers_lock);
       w->running++;
     }
     if ((err = pthread_create (&threads[i], NULL, raw_worker, w)) != 0) {
       {
-        SCOPED_LOCK (&w->lock);
+        SCOPED_LOCK (&w->workers_lock);
         w->running--;
       }
       raw_fail (w, "pthread_create: %s", strerror (err));
@@ -296,7 +296,7 @@ hash_raw (const char *image, uint64_t chunk, uint64_t size,
   };
   char *zeroes = NULL;
 
-  pthread_mutex_init (&w.lock, NULL);
+  pthread_mutex_init (&w.workers_lock, NULL);
   pthread_cond_init (&w.finished, NULL);
   if (raw_open (&w, &r->error) == -1)
     goto out;
@@ -318,7 +318,7 @@ hash_raw (const char *image, uint64_t chunk, uint64_t size,
     close (w.fd);
   free (zeroes);
   free (w.error);
-  pthread_mutex_destroy (&w.lock);
+  pthread_mutex_destroy (&w.workers_lock);
   pthread_cond_destroy (&w.finished);
   return r->error || r->wrong_size || r->interrupted ? -1 : 0;
 }

@@ -43,16 +43,6 @@
 extern bool wait_workers (pthread_mutex_t *lock, pthread_cond_t *finished,
                           const unsigned *running);
 
-/* Seconds on the monotonic clock. */
-static inline double
-copy_now (void)
-{
-  struct timespec ts;
-
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Format an error into a new string in *errp (only the first is
  * kept: a set *errp is left as it is).
  */
@@ -112,6 +102,12 @@ extern void free_ranges (struct ranges *rs);
 extern int chunk_ranges (struct ranges *rs, uint64_t chunk, uint64_t size,
                          char **errp);
 
+/* Keep of the chunk-aligned ranges rs only the chunks i (of chunk
+ * bytes) with only[i] set.  -1 with *errp on failure.
+ */
+extern int select_chunks (struct ranges *rs, uint64_t chunk,
+                          const uint8_t *only, char **errp);
+
 /* Connections (copy/connect.c). */
 
 /* Connect to uri; with meta, ask for base:allocation.  The handle is
@@ -153,7 +149,7 @@ struct copy {
   int wake_fd;                  /* readable once the copy is interrupted */
 
   /* Protects the work cursor, the first error and running. */
-  pthread_mutex_t lock;
+  pthread_mutex_t workers_lock;
   pthread_cond_t finished;      /* signalled when a thread ends */
   size_t next_range;            /* the next piece of work: */
   uint64_t next_offset;         /*   offset inside that range */

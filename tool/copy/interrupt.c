@@ -39,7 +39,7 @@ static struct sigaction ours;          /* set before it is installed */
  * pipe_fds[1], which is set before the handler is installed and
  * closed after it is removed).
  */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t catch_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned depth;          /* catches not yet released */
 static int pipe_fds[2] = { -1, -1 };
 static struct sigaction old_int, old_term;
@@ -64,7 +64,7 @@ int
 copy_signals_catch (char **errp)
 {
   struct sigaction sa;
-  SCOPED_LOCK (&lock);
+  SCOPED_LOCK (&catch_lock);
 
   if (depth > 0) {
     depth++;
@@ -89,7 +89,7 @@ copy_signals_catch (char **errp)
 void
 copy_signals_release (void)
 {
-  SCOPED_LOCK (&lock);
+  SCOPED_LOCK (&catch_lock);
 
   if (depth == 0 || --depth > 0)
     return;

@@ -17,6 +17,7 @@
 
 #include "dirtybitmap.h"
 #include "internal.h"
+#include "util.h"
 
 #define BAR_WIDTH 40
 
@@ -31,7 +32,7 @@ progress_start (struct progress *p, bool on, bool full, const char *label,
     .label = label,
     .total = total,
   };
-  p->start = p->last_line = copy_now ();
+  p->start = p->last_line = clock_seconds (CLOCK_MONOTONIC);
   progress_draw (p, 0, false);
 }
 
@@ -44,7 +45,7 @@ progress_draw (struct progress *p, uint64_t done, bool last)
 
   if (!p->on)
     return;
-  t = copy_now ();
+  t = clock_seconds (CLOCK_MONOTONIC);
   elapsed = t - p->start;
   frac = p->total ? (double) done / p->total : 1;
   if (frac > 1)

@@ -252,6 +252,65 @@ force_ranges (struct ranges *rs, const uint8_t *force, uint64_t chunk,
   return 0;
 }
 
+int
+copy_dirty_chunks (const char *uri, uint64_t size, uint64_t chunk,
+                   uint8_t *only, char **errp)
+{
+  struct nbd_handle *h;
+  struct ranges rs = { 0 };
+  int64_t v;
+  uint64_t c;
+  size_t i;
+  int r = -1;
+
+  *errp = NULL;
+  if ((h = connect_uri ("source", uri, true, errp)) == NULL)
+    return -1;
+  if ((v = nbd_get_size (h)) == -1)
+    set_error (errp, "%s: %s", uri, nbd_get_error ());
+  else if ((uint64_t) v != size)
+    set_error (errp, "%s is %" PRIi64 " bytes, not %" PRIu64, uri, v, size);
+  else if (nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) != 1)
+    set_error (errp, "%s does not offer base:allocation", uri);
+  else if (scan_ranges (h, uri, size, SCAN_DIRTY, &rs, errp) == 0)
+    r = 0;
+  close_handles (&h, 1, true);
+  for (i = 0; r == 0 && i < rs.n; ++i)
+    for (c = rs.r[i].offset / chunk;
+         c * chunk < rs.r[i].offset + rs.r[i].length; ++c)
+      only[c] = 1;
+  free_ranges (&rs);
+  return r;
+}
+
+int
+select_chunks (struct ranges *rs, uint64_t chunk, const uint8_t *only,
+               char **errp)
+{
+  struct ranges out = { 0 };
+  size_t i;
+  int r = 0;
+
+  for (i = 0; i < rs->n && r == 0; ++i) {
+    const struct range *x = &rs->r[i];
+    uint64_t end = x->offset + x->length, pos, next;
+
+    for (pos = x->offset; pos < end && r == 0; pos = next) {
+      next = MIN (ROUND_DOWN (pos, chunk) + chunk, end);
+      if (only[pos / chunk])
+        r = add_range (&out, pos, next - pos, x->zero);
+    }
+  }
+  if (r == -1) {
+    free_ranges (&out);
+    set_error (errp, "%s", strerror (ENOMEM));
+    return -1;
+  }
+  free_ranges (rs);
+  *rs = out;
+  return 0;
+}
+
 void
 free_ranges (struct ranges *rs)
 {

@@ -58,7 +58,7 @@ void
 copy_error (struct copy *c, const char *fs, ...)
 {
   va_list args;
-  SCOPED_LOCK (&c->lock);
+  SCOPED_LOCK (&c->workers_lock);
 
   __atomic_store_n (&c->stop, true, __ATOMIC_RELEASE);
   if (c->error)
@@ -278,6 +278,9 @@ list_ranges (struct job *j)
                         j->size, &r->error);
   if (ret == 0 && j->c.sums)
     ret = chunk_ranges (&j->ranges, j->c.sums->chunk, j->size, &r->error);
+  if (ret == 0 && j->o->only)
+    ret = select_chunks (&j->ranges, j->c.sums->chunk, j->o->only,
+                         &r->error);
   if (ret == -1)
     return -1;
   j->c.ranges = &j->ranges;
@@ -319,13 +322,13 @@ run_workers (struct job *j)
     int err;
     workers[i] = (struct worker) { .c = c, .i = i };
     {
-      SCOPED_LOCK (&c->lock);
+      SCOPED_LOCK (&c->workers_lock);
       c->running++;
     }
     err = pthread_create (&threads[i], NULL, copy_worker, &workers[i]);
     if (err) {
       {
-        SCOPED_LOCK (&c->lock);
+        SCOPED_LOCK (&c->workers_lock);
         c->running--;
       }
       copy_error (c, "pthread_create: %s", strerror (err));
@@ -333,7 +336,7 @@ run_workers (struct job *j)
     }
     started++;
   }
-  while (wait_workers (&c->lock, &c->finished, &c->running)) {
+  while (wait_workers (&c->workers_lock, &c->finished, &c->running)) {
     if (copy_interrupted ())
       copy_stop (c);
     progress_draw (&j->p, bytes_done (c), false);
@@ -408,14 +411,14 @@ job_close (struct job *j)
   free (c->error);
   free (j->zero_buf);
   free_ranges (&j->ranges);
-  pthread_mutex_destroy (&c->lock);
+  pthread_mutex_destroy (&c->workers_lock);
   pthread_cond_destroy (&c->finished);
 }
 
 int
 copy_run (const struct copy_options *o, struct copy_result *r)
 {
-  double start = copy_now ();
+  double start = clock_seconds (CLOCK_MONOTONIC);
   struct job j = {
     .o = o,
     .r = r,
@@ -436,7 +439,7 @@ copy_run (const struct copy_options *o, struct copy_result *r)
 
   memset (r, 0, sizeof *r);
   r->stage = COPY_STAGE_SETUP;
-  pthread_mutex_init (&j.c.lock, NULL);
+  pthread_mutex_init (&j.c.workers_lock, NULL);
   pthread_cond_init (&j.c.finished, NULL);
   if (copy_signals_catch (&r->error) == -1)
     goto out;
@@ -455,7 +458,7 @@ copy_run (const struct copy_options *o, struct copy_result *r)
   if (ret == -1 && copy_interrupted ())
     r->interrupted = true;
   /* The time of the copy, not of saying goodbye to the servers. */
-  r->seconds = copy_now () - start;
+  r->seconds = clock_seconds (CLOCK_MONOTONIC) - start;
   job_close (&j);
   copy_signals_release ();
   r->ok = ret == 0;

@@ -153,7 +153,7 @@ add_done (uint64_t *counter, uint64_t n)
 static bool
 next_piece (struct copy *c, uint64_t *offset, uint64_t *length, bool *zero)
 {
-  SCOPED_LOCK (&c->lock);
+  SCOPED_LOCK (&c->workers_lock);
   const struct range *r;
   uint64_t max, off, left;
 
@@ -917,7 +917,7 @@ copy_worker (void *arg)
     }
   free (l.slots);
   {
-    SCOPED_LOCK (&c->lock);
+    SCOPED_LOCK (&c->workers_lock);
     c->running--;
     pthread_cond_signal (&c->finished);
   }

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* report.h: the filter's error messages.  nbdkit prefixes a message
+ * with the plugin's name, not the filter's, so every error of the
+ * filter starts with "dirtybitmap: ", written here once.
+ */
+
+#ifndef DIRTYBITMAP_REPORT_H
+#define DIRTYBITMAP_REPORT_H
+
+#include <nbdkit-filter.h>
+
+/* filter_error ("%s: fdatasync: %m", path): nbdkit_error with the
+ * prefix.  The format must be a string literal (it is joined to the
+ * prefix at compile time, so nbdkit's format checks and %m still
+ * apply).
+ */
+#define filter_error(...) nbdkit_error ("dirtybitmap: " __VA_ARGS__)
+
+#endif /* DIRTYBITMAP_REPORT_H */
