@@ -10,8 +10,10 @@
  * and every range recorded bad in an older point whose clusters the
  * newest point still reads through the same image (qemu-img map of
  * the newest point's chain: the image that holds each cluster).  When
- * that map cannot be made, every range recorded bad in any point is
- * copied again, and the backup says so: more, never less.  The chunks
+ * that map cannot be made, or the point whose image held a range is
+ * gone (pruned: its data folded into another image), the range is
+ * copied again whatever the newest point reads: more, never less,
+ * until a verify records the points anew.  The chunks
  * are the new point's checksum chunks that meet those ranges.
  *
  * A forced chunk is also never "unchanged" in a resync (its digest in
@@ -86,18 +88,36 @@ force (struct set *s, struct disk *d, uint64_t off, uint64_t len,
   return h[s->heal->n++].point ? 0 : -1;
 }
 
-/* Range b of point q: forced where the newest point n reads it through
- * the image it was found bad in (src: n's sources, NULL if unknown).
+/* Is name a point of all? */
+static bool
+exists (const struct repo_points *all, const char *name)
+{
+  size_t i;
+
+  for (i = 0; i < all->n; ++i)
+    if (strcmp (all->p[i].name, name) == 0)
+      return true;
+  return false;
+}
+
+/* Range b of point q: forced where the newest point (the last of all)
+ * reads it through the image it was found bad in (src: the newest
+ * point's sources, NULL if unknown).
  */
 static int
-heal_range (struct set *s, struct disk *d, const struct repo_point *q,
-            const struct repo_point *n, const struct repo_bad *b,
+heal_range (struct set *s, struct disk *d, const struct repo_points *all,
+            const struct repo_point *q, const struct repo_bad *b,
             const struct repo_source *src, size_t nsrc, uint64_t step)
 {
+  const struct repo_point *n = &all->p[all->n - 1];
   const struct repo_source *at;
   uint64_t off;
 
-  if (q == n || src == NULL)
+  /* The newest point's own bad ranges; or where it cannot be told
+   * whether the newest point reads through the bad image: no map, or
+   * that image's point removed since (its data folded into another).
+   */
+  if (q == n || src == NULL || (b->in && !exists (all, b->in)))
     return force (s, d, b->offset, b->length, q->name);
   for (off = b->offset; off < b->offset + b->length; off += step) {
     at = repo_source_at (src, nsrc, off);
@@ -146,7 +166,7 @@ heal_disk (struct set *s, struct disk *d, const struct repo *r,
   for (i = 0; i < all->n && ret == 0; ++i)
     for (k = 0; k < all->p[i].nbad && ret == 0; ++k)
       if (strcmp (all->p[i].bad[k].disk, d->name) == 0)
-        ret = heal_range (s, d, &all->p[i], n, &all->p[i].bad[k], src,
+        ret = heal_range (s, d, all, &all->p[i], &all->p[i].bad[k], src,
                           nsrc, nd->chunk);
   repo_sources_free (src, nsrc);
   return ret;
