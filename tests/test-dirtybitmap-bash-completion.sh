@@ -67,6 +67,7 @@ expect verify-options <<'EOF'
 --format
 --output=
 --progress
+--resume
 EOF
 [ "$(offers 'dirtybitmap verify -f ')" = "$(printf 'qcow2\nraw')" ]
 [ "$(offers 'dirtybitmap verify --format r')" = raw ]
@@ -120,5 +121,6 @@ dirtybitmap backup --repo "$PWD/R" --checkpoint c2 --control "$PWD/ctl" "$uri"
 [ "$(offers "dirtybitmap restore $PWD/R@")" = "$(printf '%s\n' "$PWD/R@c1" "$PWD/R@c2")" ]
 [ "$(offers "dirtybitmap rollback $PWD/R@")" = "$(printf '%s\n' "$PWD/R@c1" "$PWD/R@c2")" ]
 [ "$(offers "dirtybitmap serve $PWD/R@c")" = "$(printf '%s\n' "$PWD/R@c1" "$PWD/R@c2")" ]
+[ "$(offers "dirtybitmap verify $PWD/R@")" = "$(printf '%s\n' "$PWD/R@c1" "$PWD/R@c2")" ]
 [ "$(offers "dirtybitmap serve $PWD/R@c1 --disk ")" = disk0 ]
 [ "$(offers "dirtybitmap restore $PWD/R@c1 --disk ")" = disk0= ]

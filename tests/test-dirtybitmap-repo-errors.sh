@@ -160,12 +160,12 @@ hold
 for cmd in "list $repo" "restore $repo@c1 x.img" "serve $repo --socket $PWD/s"; do
     tool_fails "$repo is in use by another dirtybitmap (a backup): try again once it has ended" $cmd
 done
-tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup, or a list, restore or serve reading it): try again once it has ended" \
+tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup, or a list, restore, serve or verify reading it): try again once it has ended" \
     backup --repo "$repo" --control "$PWD/a.ctl" --checkpoint c3 "$(uri a)"
 release
 hold -s
 dirtybitmap list "$repo" > /dev/null
-tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup, or a list, restore or serve reading it)" \
+tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup, or a list, restore, serve or verify reading it)" \
     backup --repo "$repo" --control "$PWD/a.ctl" --checkpoint c3 "$(uri a)"
 release
 test ! -e s

@@ -144,6 +144,7 @@ usage (int status)
 "            --disk control=SOCKET,source=URI,name=NAME...)\n"
 "  %s serve DIR[@POINT] [--disk NAME] --socket PATH\n"
 "  %s verify [-p] [-f FMT] [--output=human|json] IMAGE_OR_URI SUMS\n"
+"  %s verify [-p] [--resume] [--output=human|json] DIR[@POINT]\n"
 "  %s resize [--shrink] [--disk DISKFILE] FILE [+|-]SIZE\n"
 "\n"
 "Options:\n"
@@ -163,7 +164,7 @@ usage (int status)
 "\n"
 "'%s SUBCOMMAND --help' describes a subcommand; see dirtybitmap(1).\n",
            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
-           prog,
+           prog, prog,
            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
            prog, prog, prog);
   exit (status);

@@ -549,6 +549,7 @@ checksums_free (struct disk *d)
   free (d->sums_path);
   free (d->prev_sums_path);
   free (d->prev_why);
+  free (d->force);
 }
 
 char *

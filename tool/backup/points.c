@@ -377,6 +377,12 @@ points_report (struct set *s)
   }
 }
 
+const struct repo *
+points_repo (const struct set *s)
+{
+  return &s->points->r;
+}
+
 void
 points_close (struct set *s)
 {

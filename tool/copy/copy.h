@@ -42,7 +42,11 @@
  * not NULL, says which chunks were.  With held too, the digest
  * compared with is not the one in digests[i] but that of what the
  * target holds there, read just before (a target not known to hold
- * the image of any set).
+ * the image of any set).  A chunk that force marks is copied whatever
+ * the source's block status says of it (as data, or zeroes where the
+ * source reads as zeroes), and with compare it is written even if its
+ * digest is the same: what the target would read there is not to be
+ * trusted (a backup healing a point of its repository).
  */
 struct copy_sums {
   uint64_t chunk;               /* a power of 2 */
@@ -51,6 +55,7 @@ struct copy_sums {
   bool compare;
   bool held;                    /* compare with what the target holds */
   uint8_t *differ;              /* [chunks], or NULL */
+  const uint8_t *force;         /* [chunks], or NULL */
 };
 
 struct copy_options {

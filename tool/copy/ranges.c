@@ -212,6 +212,46 @@ chunk_ranges (struct ranges *rs, uint64_t chunk, uint64_t size, char **errp)
   return 0;
 }
 
+/* Ranges in order of offset; at one offset, data first. */
+static int
+compare_ranges (const void *a, const void *b)
+{
+  const struct range *x = a, *y = b;
+
+  if (x->offset != y->offset)
+    return x->offset < y->offset ? -1 : 1;
+  return (int) x->zero - (int) y->zero;
+}
+
+int
+force_ranges (struct ranges *rs, const uint8_t *force, uint64_t chunk,
+              uint64_t size, char **errp)
+{
+  const uint64_t n = DIV_ROUND_UP (size, chunk);
+  uint64_t i, forced = 0;
+  struct range *r;
+  size_t k;
+
+  for (i = 0; i < n; ++i)
+    forced += force[i] != 0;
+  if (forced == 0)
+    return 0;
+  r = realloc (rs->r, (rs->n + forced) * sizeof *r);
+  if (r == NULL) {
+    set_error (errp, "%s", strerror (ENOMEM));
+    return -1;
+  }
+  rs->r = r;
+  rs->cap = rs->n + forced;
+  for (i = 0, k = rs->n; i < n; ++i)
+    if (force[i])
+      r[k++] = (struct range) { i * chunk, MIN (chunk, size - i * chunk),
+                                false };
+  rs->n = k;
+  qsort (rs->r, rs->n, sizeof *rs->r, compare_ranges);
+  return 0;
+}
+
 int
 copy_dirty_chunks (const char *uri, uint64_t size, uint64_t chunk,
                    uint8_t *only, char **errp)
