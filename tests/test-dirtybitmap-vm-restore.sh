@@ -9,27 +9,29 @@
 #      full, the file systems frozen through the guest agent; p2, an
 #      incremental while it writes; then, once it powered off, p3.
 #   2. The stopped guest rolled back to p1 (dirtybitmap rollback R@p1,
-#      through the servers): it found what to write by the bitmap, and
-#      each disk is then p1 byte for byte, passes check-set.py as the
-#      frozen set p1 (e2fsck -fn clean, every file synced before p1
-#      exact); the next point, p4, is an incremental of at most what
-#      the rollback wrote.  The guest boots again on the rolled-back
-#      disks, mounts them with no journal to replay, writes (into a
-#      directory "again") and powers off: all its files are exact.
+#      through the servers): it found what to write by the bitmap and
+#      wrote exactly the chunks where p1 and p3 differ; each disk is
+#      then p1 byte for byte and passes check-set.py as the frozen set
+#      p1 (e2fsck -fn clean, every file synced before p1 exact); the
+#      next point, p4, is an incremental of at most what the rollback
+#      wrote.  The guest boots again on the rolled-back disks, mounts
+#      them with no journal to replay, writes (into a directory
+#      "again") and powers off: all its files are exact.
 #   3. Instant restore of p4 onto two new, empty disk files, each
 #      served in place of the old one by nbdkit with the filter and
 #      restore-from= the point (dirtybitmap serve R@p4 --disk diskN)
 #      behind nbdkit's rate filter, slow (256 KB/s: the fill of 64M
 #      would take over 4 minutes) until the guest has run and written,
-#      so that the fill is not complete when the guest says it runs,
-#      nor once it has written files (asserted, with dirtybitmap info
-#      --control), then fast.  The guest boots on them and writes its new files into a
+#      then fast: the fill is not complete when the guest says it
+#      runs, nor once it has written files (asserted, with dirtybitmap
+#      info --control).  The guest writes its new files into a
 #      directory "new"; after it powered off, every file synced before
 #      p1 and every file it wrote during and after the fill is exact.
 #      The next point, p5, is an incremental of exactly the bytes the
 #      bitmap of restore-checkpoint=p4 has dirty (what the guest
 #      wrote, well below the disk size), and p5 restored is the disks
 #      byte for byte.
+# About a minute on an idle host; a few under load.
 source ./functions.sh
 set -e
 set -x
@@ -127,6 +129,9 @@ say "points p1 to p3 after $(since)"
 
 # ---------------------------------------------------------------------
 # 2. The stopped guest back to p1, in place.
+for d in 0 1; do
+    cp --sparse=always disk$d.img p3-disk$d.img
+done
 dirtybitmap rollback --output=json "$repo@p1" "${disks[@]}" > rollback.json
 cat rollback.json
 holds rollback.json 'j["result"] == "complete"' 'j["point"] == "p1"' \
@@ -135,9 +140,24 @@ holds rollback.json 'j["result"] == "complete"' 'j["point"] == "p1"' \
       'd["tracking"] == "bitmap"' 'd["tracking-lost"] is None' \
       'd["verified"] is True' 'd["chunks-written"] > 0' \
       'd["bytes-copied"] + d["bytes-zeroed"] == d["chunks-written"] * '$chunk
-# Each disk is p1, byte for byte, and holds the frozen set p1.
+# p1 as restore writes it, to compare.
 dirtybitmap restore "$repo@p1" --disk disk0=p1-disk0.img \
             --disk disk1=p1-disk1.img
+# It wrote only what changed: nothing was written after p3, so the
+# chunks where p1 and p3 differ, each once.
+python3 - $chunk <<'PY'
+import json, sys
+chunk = int(sys.argv[1])
+for i, d in enumerate(json.load(open("rollback.json"))["disks"]):
+    a = open("p1-disk%d.img" % i, "rb").read()
+    b = open("p3-disk%d.img" % i, "rb").read()
+    differ = sum(1 for o in range(0, len(a), chunk)
+                 if a[o:o + chunk] != b[o:o + chunk])
+    assert d["chunks-written"] == differ, (d["chunks-written"], differ)
+    print("%s: rollback to p1: wrote the %d chunks where p1 and p3 differ"
+          % (d["name"], differ))
+PY
+# Each disk is p1, byte for byte, and holds the frozen set p1.
 for d in 0 1; do
     cmp disk$d.img p1-disk$d.img
     cp --sparse=always disk$d.img rolled-disk$d.img
