@@ -215,7 +215,8 @@ heal_plan (struct set *s)
   }
   for (i = 0; i < s->n && ret == 0 && all.n > 0; ++i)
     if ((ret = heal_disk (s, &s->disks[i], r, &all, &all.p[all.n - 1]))
-        == -1)
+        == -1 ||
+        (ret = older_plan (s, &s->disks[i], &all.p[all.n - 1])) == -1)
       set_fail (s, "out of memory");
     else
       mark (s, &s->disks[i]);

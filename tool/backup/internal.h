@@ -24,6 +24,8 @@
  * backup/heal.c      what verify found bad in the newest point copied
  *                    again
  * backup/heal-mark.c those chunks made dirty in the base bitmap
+ * backup/older.c     a point built on the newest from an older point's
+ *                    checkpoint: the chunks that changed between them
  *
  * Everything here runs on the main thread but copies.c's threads,
  * which each own one disk's copy_options and copy_result while they
@@ -52,6 +54,7 @@
 enum copy_mode { MODE_FULL, MODE_INCREMENTAL, MODE_RESYNC };
 
 struct sums;
+struct repo_point;
 struct points;
 struct heal;
 struct repo;
@@ -364,6 +367,14 @@ extern void heal_apply (struct set *s);
 /* Once the point exists: what was healed, said on stderr. */
 extern void heal_report (const struct set *s);
 extern void heal_free (struct set *s);
+/* backup/older.c: where B is an older point than the newest, n (a
+ * repository's), the chunks of d whose checksums differ between the
+ * two forced too (d->force), and said; a full copy where they cannot
+ * be compared.  -1 when out of memory.
+ */
+extern int older_plan (struct set *s, struct disk *d,
+                       const struct repo_point *n);
+
 /* backup/heal-mark.c: d->force's n chunks (of chunk bytes) merged into
  * B on d's server, before the cut.  -1 with *why (malloced).
  */
