@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # dirtybitmap rollback: what it refuses, each with a message naming
-# the problem and nothing written; and a machine of two disks rolled
+# the problem and nothing written (a point that verify found bad among
+# them: restore warns of it); and a machine of two disks rolled
 # back at once, one of them with its newest checksums damaged (its
 # tracking is then not trusted: it is compared by reading it).
 source ./functions.sh
@@ -73,6 +74,36 @@ tool_fails -k a.img "is in use by another dirtybitmap" \
 exec 9>&-
 cmp a.img a.now
 cmp b.img b.now
+
+# A point that verify found bad: one byte flipped in a data cluster of
+# mon's image of a.  Restore says so first, then fails on it; rollback
+# refuses before writing.
+cp -a R R.good
+read -r off host < <(qemu-img map -f qcow2 --output=json R/disks/a/mon.qcow2 |
+    python3 -c '
+import json, sys
+e = [e for e in json.load(sys.stdin) if e["depth"] == 0 and e["data"]]
+print(e[0]["start"], e[0]["offset"])')
+python3 - R/disks/a/mon.qcow2 $((host + 100)) <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2]))
+    b = f.read(1)
+    f.seek(int(sys.argv[2]))
+    f.write(bytes([b[0] ^ 0xff]))
+PY
+r=0
+dirtybitmap verify "$repo@mon" > /dev/null 2>&1 || r=$?
+test $r = 1
+tool_fails -k a.img "rollback: point mon, disk a: verify found it bad on " \
+           rollback "$repo@mon" --disk "$(spec a)"
+grep -F "nothing was written (roll back to another point, or verify this one again)" fails.err
+grep -Fx "dirtybitmap: rollback: disk a: bad: offset $off, 65536 bytes" fails.err
+tool_fails "restore: disk a: differs: offset $off, 65536 bytes" \
+           restore "$repo@mon" --disk a=bad-mon.img
+grep -F "restore: point mon, disk a: verify found it bad on " fails.err
+rm -rf R
+mv R.good R
 
 # Two disks at once; b's checksums of the newest point damaged.
 sums_b=$(dirtybitmap list --output=json "$repo" | python3 -c '

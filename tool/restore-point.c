@@ -257,6 +257,33 @@ check_sums (const struct restore *st, struct restore_job *j)
   return 0;
 }
 
+/* What verify recorded bad in j's disk at the point, said: a rollback
+ * (refuse_bad) would write it into the live disk, so it refuses; a
+ * restore warns, and goes on (its own check names what differs).
+ */
+static int
+check_recorded (const struct restore *st, const struct restore_job *j)
+{
+  const struct repo_point *p = &st->point;
+  size_t k, n = 0;
+
+  if (!p->verified || p->verified_ok)
+    return 0;
+  for (k = 0; k < p->nbad; ++k) {
+    const struct repo_bad *b = &p->bad[k];
+    if (strcmp (b->disk, j->d->name) != 0)
+      continue;
+    if (n++ == 0)
+      bm_error ("%s: point %s, disk %s: verify found it bad on %s%s",
+                st->cmd, p->name, j->d->name, p->verified_time,
+                st->refuse_bad ? ": nothing was written (roll back to "
+                "another point, or verify this one again)" : "");
+    bm_error ("%s: disk %s: bad: offset %" PRIu64 ", %" PRIu64 " bytes",
+              st->cmd, j->d->name, b->offset, b->length);
+  }
+  return n && st->refuse_bad ? -1 : 0;
+}
+
 int
 restore_check_all (struct restore *st)
 {
@@ -277,7 +304,7 @@ restore_check_all (struct restore *st)
                 j->d->name, err.msg);
       return -1;
     }
-    if (check_target (st, j) == -1)
+    if (check_target (st, j) == -1 || check_recorded (st, j) == -1)
       return -1;
   }
   return 0;

@@ -49,6 +49,8 @@ struct restore {
   struct repo_point point;
   struct restore_job *jobs;
   size_t n;
+  bool refuse_bad;              /* a point verify found bad in a disk
+                                 * to write is refused (rollback) */
   bool json;
   bool progress;
   unsigned requests;
@@ -69,7 +71,9 @@ extern int restore_add_job (struct restore *st, const char *name,
                             const char *target);
 
 /* Before anything is written, for every job: its checksums describe
- * its image, the image's chain, the target's size.  Prints why not.
+ * its image, the image's chain, the target's size, and what verify
+ * recorded bad in it (refused with refuse_bad, else said).  Prints why
+ * not.
  */
 extern int restore_check_all (struct restore *st);
 

@@ -568,6 +568,7 @@ do_rollback (int argc, char *argv[])
       (status = add_jobs (&rb)) != 0)
     goto out;
   status = EXIT_FAILURE;
+  rb.st.refuse_bad = true;
   if (restore_check_all (&rb.st) == -1)
     goto out;
   if (copy_signals_catch (&error) == -1) {
