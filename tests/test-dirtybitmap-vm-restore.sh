@@ -18,8 +18,8 @@
 #      them with no journal to replay, writes (into a directory
 #      "again") and powers off: all its files are exact.
 #   3. Instant restore of p4 onto two new, empty disk files, each
-#      served in place of the old one by nbdkit with the filter and
-#      restore-from= the point (dirtybitmap serve R@p4 --disk diskN)
+#      served at a new socket (in a repository a disk is its name, not
+#      its URI) by nbdkit with the filter and restore-from= the point (dirtybitmap serve R@p4 --disk diskN)
 #      behind nbdkit's rate filter, slow (256 KB/s: the fill of 64M
 #      would take over 4 minutes) until the guest has run and written,
 #      then fast: the fill is not complete when the guest says it
@@ -87,11 +87,12 @@ point ()
           '[d["name"] for d in j["disks"]] == ["disk0", "disk1"]'
 }
 
-# spec D: the --disk of disk D, served at diskD.sock with its control
-# socket diskD.ctl.
+# spec D [PREFIX]: the --disk of disk D, served at PREFIXD.sock with
+# its control socket PREFIXD.ctl (PREFIX: disk).
 spec ()
 {
-    echo "control=$PWD/disk$1.ctl,source=nbd+unix:///?socket=$PWD/disk$1.sock,name=disk$1"
+    local p=${2:-disk}
+    echo "control=$PWD/$p$1.ctl,source=nbd+unix:///?socket=$PWD/$p$1.sock,name=disk$1"
 }
 
 # ---------------------------------------------------------------------
@@ -206,13 +207,11 @@ say "rolled back, booted and checked after $(since)"
 # ---------------------------------------------------------------------
 # 3. Instant restore of p4 onto new disks, the guest running from them
 # at once.  Each point is served, behind the rate filter (2 Mbit/s, so
-# that the fill takes minutes, until rateD says faster).  The
-# new disks take the place of the old ones: served at the same
-# sockets (the checksums of a point name the disk's URI: the next
-# backup can build on p4's only from there).
+# that the fill takes minutes, until rateD says faster).  The new
+# disks are served at new sockets, newD.sock and newD.ctl: the next
+# point of the repository builds on p4 all the same.
 for d in 0 1; do
     kill_nbdkit "$(cat disk$d.pid)"
-    rm -f disk$d.sock
 done
 for d in 0 1; do
     dirtybitmap serve "$repo@p4" --disk disk$d --socket "$PWD/point$d.sock" \
@@ -231,17 +230,17 @@ for d in 0 1; do
                  nbd socket="$PWD/point$d.sock" \
                  rate=2M rate-file="$PWD/rate$d"
     truncate -s $size new$d.img
-    start_nbdkit -P "$PWD/new$d.pid" -U "$PWD/disk$d.sock" \
+    start_nbdkit -P "$PWD/new$d.pid" -U "$PWD/new$d.sock" \
                  --filter="$FILTER" file new$d.img \
                  restore-from="nbd+unix:///?socket=$PWD/slow$d.sock" \
-                 restore-checkpoint=p4 control="$PWD/disk$d.ctl"
+                 restore-checkpoint=p4 control="$PWD/new$d.ctl"
 done
 
 # restore_is D COMPLETE: the restore of disk D is complete (true) or
 # not (false), as dirtybitmap info --control says; prints it.
 restore_is ()
 {
-    dirtybitmap info --control "$PWD/disk$1.ctl" --output=json |
+    dirtybitmap info --control "$PWD/new$1.ctl" --output=json |
         python3 -c '
 import json, sys
 r = json.load(sys.stdin)["restore"]
@@ -252,7 +251,7 @@ assert r["complete"] == (sys.argv[2] == "true"), r
 assert r["complete"] or r["done-bytes"] < r["size"], r' "$1" "$2" $size
 }
 
-boot new "$PWD/disk0.sock" "$PWD/disk1.sock" vmtest.dir=new
+boot new "$PWD/new0.sock" "$PWD/new1.sock" vmtest.dir=new
 wait_console "vm: running" 300
 restore_is 0 false
 restore_is 1 false
@@ -297,9 +296,10 @@ done
 # p5: an incremental of what the guest wrote (the bitmap p4 that the
 # restore added), which restores to the disks byte for byte.
 for d in 0 1; do
-    dirtybitmap info --control "$PWD/disk$d.ctl" --output=json > info$d.json
+    dirtybitmap info --control "$PWD/new$d.ctl" --output=json > info$d.json
     cat info$d.json
 done
+disks=(--disk "$(spec 0 new)" --disk "$(spec 1 new)")
 point p5 --incremental p4
 holds p5.json 'j["incremental"] == "p4"' 'd["mode"] == "incremental"'
 python3 - $size <<'PY'
