@@ -195,15 +195,17 @@ target_writes ()
 # log: read apart, the second catches up with the first.)
 wait_target_busy ()
 {
-    local i log
-    for (( i = 0; i < 3000; ++i )); do
-        log=$(cat "$1" 2>/dev/null || :)
-        [ "$(grep -c ' Write id=' <<< "$log")" -gt \
-          "$(grep -c '\.\.\.Write .* return=0' <<< "$log")" ] && return 0
-        sleep 0.01
-    done
+    wait_until -i 0.01 30 _target_busy "$1" && return 0
     echo "$0: the slow target $1 held no write in 30 s"
     exit 1
+}
+_target_busy ()
+{
+    local log
+
+    log=$(cat "$1" 2>/dev/null || :)
+    [ "$(grep -c ' Write id=' <<< "$log")" -gt \
+      "$(grep -c '\.\.\.Write .* return=0' <<< "$log")" ]
 }
 
 # agent [OPTIONS]: (re)start the fake guest agent (fake-qga.py serve)
@@ -222,10 +224,7 @@ agent ()
             ${probe_args+"${probe_args[@]}"} &
     agent_pid=$!
     cleanup_fn kill_nbdkit $agent_pid
-    for (( i = 0; i < 100; ++i )); do
-        [ -e qga.sock.ready ] && return 0
-        sleep 0.1
-    done
+    wait_until 10 [ -e qga.sock.ready ] && return 0
     echo "$0: the fake agent did not start"
     exit 1
 }

@@ -75,25 +75,22 @@ args ()
 # wait_file FILE: wait (up to 30 s) until FILE exists.
 wait_file ()
 {
-    local i
-    for (( i = 0; i < 300; ++i )); do
-        [ -e "$1" ] && return 0
-        sleep 0.1
-    done
+    wait_until 30 [ -e "$1" ] && return 0
     echo "$0: $1 did not appear in 30 s"
     exit 1
+}
+
+_all_clean ()
+{
+    states $disks > clean
+    [ "$(grep -c ': paused=false view=none ' clean)" -eq 3 ]
 }
 
 # servers_clean: wait (up to 10 s) until no server is paused or has a
 # view: the servers end what a dead control client began.
 servers_clean ()
 {
-    local i
-    for (( i = 0; i < 100; ++i )); do
-        states $disks > clean
-        [ "$(grep -c ': paused=false view=none ' clean)" -eq 3 ] && return 0
-        sleep 0.1
-    done
+    wait_until 10 _all_clean && return 0
     cat clean
     echo "$0: a server is still paused, or has a view, 10 s after the" \
          "backup was killed"
