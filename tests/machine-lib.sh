@@ -155,6 +155,40 @@ backup_fails ()
     incomplete "$err"
 }
 
+# remedy ERRFILE NEW: the commands the refusal in ERRFILE says to run,
+# one per disk of $disks, exactly "dirtybitmap bitmap --remove
+# --control CTL NEW"; they are run.
+remedy ()
+{
+    local n
+    grep -oE "dirtybitmap bitmap --remove --control [^ '\"\`]+ [^ '\"\`;,]+" \
+         "$1" | sed 's/[.]$//' > remedy.sh
+    cat remedy.sh
+    for n in $disks; do
+        echo "dirtybitmap bitmap --remove --control $PWD/$n.ctl $2"
+    done > remedy.expected
+    diff -u <(sort remedy.expected) <(sort -u remedy.sh)
+    sh -ex remedy.sh
+}
+
+# three_backed_up: disks a, b and c served, written, and backed up in
+# full with checkpoint c1 into NAME.bak; argv holds the --disk options
+# of that backup, base is c1.
+three_backed_up ()
+{
+    local n
+    disks="a b c"
+    argv=()
+    for n in $disks; do
+        start_disk $n 8M
+        argv+=(--disk "$(disk $n $n.bak)")
+    done
+    write_some 1 $disks
+    backup "${argv[@]}" --checkpoint c1
+    same_disks $disks
+    base=c1
+}
+
 # same_disks NAME...: with nothing writing, each disk NAME.img equals
 # its backup NAME.bak (cmp).
 same_disks ()

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# An incremental backup of several disks from a base that no disk has
+# and no checksums name (a wrong name): refused, naming it, and nothing
+# changes; the backup from the right base then succeeds.
+source ./functions.sh
+set -e
+set -x
+requires_dirtybitmap_filter
+requires python3 -c 'import nbd'
+source "$abs_top_srcdir/tests/machine-lib.sh"
+
+three_backed_up
+new=c2
+write_some 2 $disks
+states $disks > before
+r=0
+backup "${argv[@]}" --incremental nosuch --checkpoint $new \
+       > left.out 2> left.err || r=$?
+cat left.out left.err
+test $r = 1
+grep -F nosuch left.err
+states $disks > after
+diff -u before after
+backup "${argv[@]}" --incremental $base --checkpoint $new \
+       --remove-incremental
+same_disks $disks
+bitmaps_are $new $disks
