@@ -8,17 +8,17 @@
 # server is paused and no view is open; at the thaw no server is
 # paused, every view is open with its new checkpoint, and no target
 # has been written; each server paused and resumed once (its log).
+source "$abs_top_srcdir/tests/machine-lib.sh"
 
 disks="a b"
+mkfifo freeze.reached freeze.release hold.fifo
 probe_args=(--ctl "$PWD/a.ctl" --ctl "$PWD/b.ctl"
             --target "$PWD/a.bak" --target "$PWD/b.bak")
 args=(--disk "$(disk a "$PWD/a.bak")" --disk "$(disk b "$PWD/b.bak")")
 
-# two_disks: disks a and b served and written once (the FIFOs of the
-# filter's "freeze" pause point and of the agent's held answers made).
+# two_disks: disks a and b served and written once.
 two_disks ()
 {
-    mkfifo freeze.reached freeze.release hold.fifo
     start_disk a 8M
     start_disk b 8M
     write_some 1 $disks
@@ -110,11 +110,21 @@ unchanged ()
     diff -u before.states after.states
 }
 
-# never_paused: no server paused or resumed since before.
-never_paused ()
+# untouched: after a failure that came before the cut, no server
+# paused or resumed since before, and unchanged.
+untouched ()
 {
     counts > after.counts
     diff before.counts after.counts
+    unchanged
+}
+
+# commands_ran: the freeze command, then the thaw command, each once
+# (each appends its name to cmd.log).
+commands_ran ()
+{
+    cat cmd.log
+    test "$(cat cmd.log)" = "$(printf 'freeze\nthaw')"
 }
 
 # thawed LOG: the thaw was asked for (the request arrived), after the
@@ -131,12 +141,20 @@ assert "guest-fsfreeze-thaw" in req[req.index("guest-fsfreeze-freeze"):], req
 EOF2
 }
 
-# failed_within TIMES: the run timed in TIMES (machine-oracle.py run)
-# failed after 1 s (--freeze-timeout 1) and before 5.
-failed_within ()
+# fails_in_time NAME ARGS...: dirtybitmap backup ARGS --freeze-timeout
+# 1 fails ("backup incomplete") after that second and within 5
+# (timed in NAME.times; stdout and stderr in NAME.out and NAME.err).
+fails_in_time ()
 {
-    local t0 t1
-    read -r _ t0 t1 _ < "$1"
+    local name=$1 r=0 t0 t1
+    shift
+    python3 "$moracle" run $name.times \
+            timeout --foreground -k 5 60 dirtybitmap backup "$@" \
+            --freeze-timeout 1 > $name.out 2> $name.err || r=$?
+    cat $name.out $name.err
+    test $r = 1
+    incomplete $name.err
+    read -r _ t0 t1 _ < $name.times
     echo "failed after $(( (t1 - t0) / 1000000 )) ms"
     test $(( t1 - t0 )) -ge 1000000000
     test $(( t1 - t0 )) -lt 5000000000

@@ -7,6 +7,8 @@
 # the test sets disk_verbose= : a debug line per request costs much
 # under a writer that does not stop).
 disk_verbose=-v
+requires_dirtybitmap_filter
+requires python3 -c 'import nbd'
 
 moracle="$abs_top_srcdir/tests/machine-oracle.py"
 qga="$abs_top_srcdir/tests/fake-qga.py"
@@ -172,8 +174,9 @@ remedy ()
 }
 
 # three_backed_up: disks a, b and c served, written, and backed up in
-# full with checkpoint c1 into NAME.bak; argv holds the --disk options
-# of that backup, base is c1.
+# full with checkpoint c1 into NAME.bak, then written again (what an
+# incremental from c1 copies); argv holds the --disk options of that
+# backup.
 three_backed_up ()
 {
     local n
@@ -186,7 +189,38 @@ three_backed_up ()
     write_some 1 $disks
     backup "${argv[@]}" --checkpoint c1
     same_disks $disks
-    base=c1
+    write_some 2 $disks
+}
+
+# modes_are JSON "NAME=MODE...": the backup whose --output=json is in
+# the file JSON completed, each disk NAME copied as MODE (full,
+# incremental, resync).
+modes_are ()
+{
+    python3 - "$@" <<'EOF2'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["result"] == "complete", d
+mode = {x["name"]: x["mode"] for x in d["disks"]}
+want = dict(w.split("=") for w in sys.argv[2].split())
+assert mode == want, (mode, want)
+EOF2
+}
+
+# job_fails ERRFILE [FILE...]: the backup running as $job exits with
+# status 1, its stderr (ERRFILE, shown after each FILE) ending in
+# "backup incomplete".
+job_fails ()
+{
+    local err=$1 r=0
+    shift
+    wait $job || r=$?
+    cat "$@" "$err"
+    if [ $r -ne 1 ]; then
+        echo "$0: dirtybitmap backup exited with status $r, expected 1"
+        exit 1
+    fi
+    incomplete "$err"
 }
 
 # same_disks NAME...: with nothing writing, each disk NAME.img equals

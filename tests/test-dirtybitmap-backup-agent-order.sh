@@ -7,11 +7,7 @@
 source ./functions.sh
 set -e
 set -x
-requires_dirtybitmap_filter
-requires python3 -c 'import nbd'
-source "$abs_top_srcdir/tests/machine-lib.sh"
 source "$abs_top_srcdir/tests/agent-lib.sh"
-
 two_disks
 
 # A full backup.

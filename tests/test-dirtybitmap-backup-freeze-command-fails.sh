@@ -6,19 +6,13 @@
 source ./functions.sh
 set -e
 set -x
-requires_dirtybitmap_filter
-requires python3 -c 'import nbd'
-source "$abs_top_srcdir/tests/machine-lib.sh"
 source "$abs_top_srcdir/tests/agent-lib.sh"
-
 after_full
 before
 backup_fails fcmd.err "${args[@]}" \
              --freeze-command "echo freeze >> $PWD/cmd.log; exit 3" \
              --thaw-command "echo thaw >> $PWD/cmd.log" \
              --incremental c1 --checkpoint c2
-cat cmd.log
-test "$(cat cmd.log)" = "$(printf 'freeze\nthaw')"
-never_paused
-unchanged
+commands_ran
+untouched
 caught_up

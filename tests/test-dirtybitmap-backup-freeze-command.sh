@@ -6,11 +6,7 @@
 source ./functions.sh
 set -e
 set -x
-requires_dirtybitmap_filter
-requires python3 -c 'import nbd'
-source "$abs_top_srcdir/tests/machine-lib.sh"
 source "$abs_top_srcdir/tests/agent-lib.sh"
-
 after_full
 probe="python3 $qga probe $PWD/cmd.log"
 before

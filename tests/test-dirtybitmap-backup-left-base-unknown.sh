@@ -6,23 +6,18 @@
 source ./functions.sh
 set -e
 set -x
-requires_dirtybitmap_filter
-requires python3 -c 'import nbd'
 source "$abs_top_srcdir/tests/machine-lib.sh"
-
 three_backed_up
-new=c2
-write_some 2 $disks
 states $disks > before
 r=0
-backup "${argv[@]}" --incremental nosuch --checkpoint $new \
+backup "${argv[@]}" --incremental nosuch --checkpoint c2 \
        > left.out 2> left.err || r=$?
 cat left.out left.err
 test $r = 1
 grep -F nosuch left.err
 states $disks > after
 diff -u before after
-backup "${argv[@]}" --incremental $base --checkpoint $new \
+backup "${argv[@]}" --incremental c1 --checkpoint c2 \
        --remove-incremental
 same_disks $disks
-bitmaps_are $new $disks
+bitmaps_are c2 $disks

@@ -7,28 +7,19 @@
 source ./functions.sh
 set -e
 set -x
-requires_dirtybitmap_filter
-requires python3 -c 'import nbd'
 source "$abs_top_srcdir/tests/machine-lib.sh"
-
 three_backed_up
-new=c2
-write_some 2 $disks
 python3 "$abs_top_srcdir/tests/control.py" ok c.ctl \
         '{"execute": "backup-begin", "arguments": {"name": "other"}}'
 states $disks > before
-r=0
-backup "${argv[@]}" --incremental $base --checkpoint $new \
-            > left.out 2> left.err || r=$?
-cat left.out left.err
-test $r = 1
+backup_fails left.err "${argv[@]}" --incremental c1 --checkpoint c2
 grep -F "another backup is running" left.err
 states $disks > after
 diff -u before after
 python3 "$abs_top_srcdir/tests/control.py" ok c.ctl \
         '{"execute": "backup-end", "arguments": {"name": "other"}}'
-backup "${argv[@]}" --incremental $base --checkpoint $new \
+backup "${argv[@]}" --incremental c1 --checkpoint c2 \
             --remove-incremental
 same_disks $disks
 no_leftovers $disks
-bitmaps_are $new $disks
+bitmaps_are c2 $disks
