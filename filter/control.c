@@ -111,7 +111,7 @@ clear_path (const char *p, struct bmerr *err)
     bmerr_set (err, errno, "control=%s: %s", p, strerror (errno));
     return -1;
   }
-  nbdkit_debug ("dirtybitmap: control=%s: replacing a stale socket", p);
+  filter_debug ("control=%s: replacing a stale socket", p);
   if (unlink (p) == -1) {
     bmerr_set (err, errno, "control=%s: %s", p, strerror (errno));
     return -1;
@@ -294,7 +294,7 @@ evict_idlest (void)
                     MSG_NOSIGNAL) > 0)
     send (clients[victim]->fd, "\n", 1, MSG_NOSIGNAL);
   free (line);
-  nbdkit_debug ("dirtybitmap: control: %d clients: the one idle the longest "
+  filter_debug ("control: %d clients: the one idle the longest "
                 "was dropped", MAX_CLIENTS);
   drop (victim);
   return true;
