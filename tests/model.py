@@ -30,6 +30,12 @@
 # and granules put back as they were at one of the last backups, where
 # a set describing an older image matches the disk again.
 #
+# And a backup repository (dirtybitmap backup --repo): points added,
+# each incremental on the newest (or a resync where its checkpoint was
+# lost), restored to a file at once: the point's image; and the live
+# disk rolled back to a point (dirtybitmap rollback), through the
+# server, with the newest checkpoint's bitmap or with tracking lost.
+#
 # The oracle: a copy of the disk taken when each bitmap was made or
 # last cleared (its shadow).  After every start, every bitmap that the
 # server's query reports consistent must have every granule dirty in
@@ -44,8 +50,14 @@
 # incremental needs that: the man page's misuse).  Where the target is
 # checked, the set of checksums the backup wrote passes dirtybitmap
 # verify against it.  A backup killed before its end leaves no
-# checkpoint on the server.  On a failure it prints the seed and the
-# steps, and exits 1.
+# checkpoint on the server.  A point's image equals the disk at its
+# backup but where its base's bitmap may have missed a write (excused)
+# or its base's image lagged; a rollback that exits 0 leaves the disk
+# equal to the point's image but where the newest checkpoint may have
+# missed a write or the newest point's image lagged (nothing, with
+# tracking lost); a repository backup never fails, and a rollback only
+# when the disk is not the size of the point.  On a failure it prints the
+# seed and the steps, and exits 1.
 #
 # What the man page admits stays unseen is excused, and only that: a
 # write made without the filter within the liveness lease (a second)
@@ -154,6 +166,12 @@ class Sequence:
         self.images = {}            # target file -> (checkpoint, its shadow)
         self.rerun = None           # a killed backup, to run again
         self.past = []              # the disk at the last backups
+        self.repo = os.path.join(self.dir, "R")
+        self.points = {}            # point -> its image, restored
+        self.lag = {}               # point -> where its image lags, or
+                                    # None: unknown
+        self.origin = {}            # point -> the shadow of its bitmap
+        self.newest = None          # the repository's newest point
         self.counter = 0
         self.log = ["durability=%s%s" % (self.mode, fs)]
         with open(self.disk, "wb") as f:
@@ -701,6 +719,114 @@ class Sequence:
         if image:
             self.images[dst] = (image, self.shadows[image])
 
+    # -- the repository -------------------------------------------------
+
+    def restore_point(self, name):
+        """The point's image, as restore writes it (verified)."""
+        out = os.path.join(self.dir, "restored.raw")
+        if os.path.exists(out):
+            os.unlink(out)
+        r = self.run(["dirtybitmap", "restore", "%s@%s" % (self.repo, name),
+                      out], ok=False)
+        if r.returncode != 0:
+            raise Failure("restore of point %s: exit %d: %s"
+                          % (name, r.returncode, r.stderr.strip()))
+        with open(out, "rb") as f:
+            image = f.read()
+        os.unlink(out)
+        return image
+
+    def since(self, point):
+        """Where the disk may differ from the newest point's image though
+        the point's bitmap says clean: what the bitmap may have missed,
+        and where the image lags; None when nothing can be said (the
+        bitmap was cleared, or removed and added again, by hand since
+        the point: the man page's misuse, as for backup --incremental)."""
+        if self.shadows.get(point) is not self.origin[point] or \
+           self.lag[point] is None:
+            return None
+        return self.excused.get(point, set()) | self.lag[point]
+
+    def op_repo_backup(self):
+        """A point of the repository: an incremental on the newest, or a
+        resync where its bitmap was lost, or the first, full."""
+        self.drop_handle()
+        base = self.newest
+        bitmaps = self.server_bitmaps()
+        allowed = set()
+        if base and bitmaps.get(base):
+            allowed = self.since(base)
+        new = self.name("r")
+        disk = self.instant()
+        r = self.run(["dirtybitmap", "backup", "--output=json", "--repo",
+                      self.repo, "--control", self.ctl, "--checkpoint", new,
+                      "nbd+unix:///?socket=" + self.sock], ok=False)
+        report = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+        self.say("repository backup %s -> %s (%s): exit %d, %s"
+                 % (base, new, "bitmap %s" % ("consistent" if bitmaps.get(base)
+                                              else "lost")
+                    if base else "first", r.returncode, report.get("mode")))
+        if r.returncode != 0:
+            raise Failure("repository backup %s: exit %d: %s"
+                          % (new, r.returncode, r.stderr.strip()))
+        image = self.restore_point(new)
+        wrong = self.changed(image, disk) if len(image) == len(disk) else None
+        if allowed is not None and (wrong is None or wrong - allowed):
+            raise Failure("point %s differs from the disk at its backup%s"
+                          % (new, " at granules %s" % sorted(wrong - allowed)
+                             if wrong is not None else " in size"))
+        self.began(new)
+        self.points[new] = image
+        self.lag[new] = wrong if allowed is not None else None
+        self.origin[new] = self.shadows[new]
+        self.newest = new
+        # The base's checkpoint is removed from the disk.
+        if base and base not in self.server_bitmaps():
+            self.shadows.pop(base, None)
+            self.excused.pop(base, None)
+
+    def op_rollback(self):
+        """The live disk back to a point of the repository."""
+        if not self.points:
+            return
+        self.drop_handle()
+        older = sorted(set(self.points) - {self.newest})
+        name = self.rng.choice(older) if older and self.rng.random() < 0.8 \
+            else self.newest
+        bitmaps = self.server_bitmaps()
+        tracked = bool(bitmaps.get(self.newest)) and \
+            len(self.points[self.newest]) == len(self.points[name])
+        allowed = set()
+        if tracked:
+            allowed = self.since(self.newest)
+        r = self.run(["dirtybitmap", "rollback", "--output=json",
+                      "%s@%s" % (self.repo, name), "--control", self.ctl,
+                      "nbd+unix:///?socket=" + self.sock], ok=False)
+        report = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+        disks = report.get("disks") or [{}]
+        self.say("rollback to %s (newest %s, %s): exit %d, %s chunks"
+                 % (name, self.newest, ("tracked" if allowed is not None
+                                        else "tracked, unchecked")
+                    if tracked else "lost",
+                    r.returncode, disks[0].get("chunks-written")))
+        disk = self.contents()
+        image = self.points[name]
+        if r.returncode != 0:
+            self.say("  " + r.stderr.strip().replace("\n", "\n  "))
+            if len(image) == len(disk):
+                raise Failure("rollback to %s failed" % name)
+            return
+        if disks[0].get("tracking") != ("bitmap" if tracked else "checksums"):
+            raise Failure("rollback to %s: tracking %s, expected %s"
+                          % (name, disks[0].get("tracking"),
+                             "bitmap" if tracked else "checksums"))
+        wrong = self.changed(image, disk) if len(image) == len(disk) else None
+        if allowed is not None and (wrong is None or wrong - allowed):
+            raise Failure("rollback to %s exited 0 but the disk differs "
+                          "from the point%s" % (
+                              name, " at granules %s" % sorted(wrong - allowed)
+                              if wrong is not None else " in size"))
+
     # -- operations while stopped ---------------------------------------
 
     def blind(self, granules):
@@ -797,7 +923,8 @@ class Sequence:
                (op_live_remove, 1), (op_backup, 2), (op_stop, 3),
                (op_kill, 2), (op_power_loss, 1),
                (op_chain_backup, 1.2), (op_killed_backup, 0.2),
-               (op_revert, 0.5), (op_target_file, 0.5)]
+               (op_revert, 0.5), (op_target_file, 0.5),
+               (op_repo_backup, 3), (op_rollback, 2)]
     STOPPED = [(op_start, 6), (op_outside_write, 3), (op_outside_resize, 1),
                (op_tool_resize, 1),
                (op_offline_add, 2), (op_offline_clear, 1), (op_copy, 1),

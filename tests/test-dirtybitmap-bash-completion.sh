@@ -37,7 +37,7 @@ offers ()
 
 # Subcommands: each one the tool has, and nothing that is not one.
 offers 'dirtybitmap ' > subcommands
-for s in backup bitmap check copy info map resize list restore serve; do
+for s in backup bitmap check copy info map resize list restore rollback serve; do
     grep -Fx "$s" subcommands
 done
 while read -r s; do
@@ -67,6 +67,7 @@ expect verify-options <<'EOF'
 --format
 --output=
 --progress
+--resume
 EOF
 [ "$(offers 'dirtybitmap verify -f ')" = "$(printf 'qcow2\nraw')" ]
 [ "$(offers 'dirtybitmap verify --format r')" = raw ]
@@ -118,6 +119,8 @@ uri="nbd+unix:///?socket=$PWD/nbd.sock"
 dirtybitmap backup --repo "$PWD/R" --checkpoint c1 --control "$PWD/ctl" "$uri"
 dirtybitmap backup --repo "$PWD/R" --checkpoint c2 --control "$PWD/ctl" "$uri"
 [ "$(offers "dirtybitmap restore $PWD/R@")" = "$(printf '%s\n' "$PWD/R@c1" "$PWD/R@c2")" ]
+[ "$(offers "dirtybitmap rollback $PWD/R@")" = "$(printf '%s\n' "$PWD/R@c1" "$PWD/R@c2")" ]
 [ "$(offers "dirtybitmap serve $PWD/R@c")" = "$(printf '%s\n' "$PWD/R@c1" "$PWD/R@c2")" ]
+[ "$(offers "dirtybitmap verify $PWD/R@")" = "$(printf '%s\n' "$PWD/R@c1" "$PWD/R@c2")" ]
 [ "$(offers "dirtybitmap serve $PWD/R@c1 --disk ")" = disk0 ]
 [ "$(offers "dirtybitmap restore $PWD/R@c1 --disk ")" = disk0= ]

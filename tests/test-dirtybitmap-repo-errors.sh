@@ -159,12 +159,12 @@ hold
 for cmd in "list $repo" "restore $repo@c1 x.img" "serve $repo --socket $PWD/s"; do
     tool_fails "$repo is in use by another dirtybitmap (a backup): try again once it has ended" $cmd
 done
-tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup, or a list, restore or serve reading it): try again once it has ended" \
+tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup, or a list, restore, serve or verify reading it): try again once it has ended" \
     backup --repo "$repo" --control "$PWD/a.ctl" --checkpoint c3 "$(uri a)"
 release
 hold -s
 dirtybitmap list "$repo" > /dev/null
-tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup, or a list, restore or serve reading it)" \
+tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup, or a list, restore, serve or verify reading it)" \
     backup --repo "$repo" --control "$PWD/a.ctl" --checkpoint c3 "$(uri a)"
 release
 test ! -e s
@@ -173,8 +173,8 @@ test ! -e s
 ctl="$PWD/a.ctl"
 tool_fails -k a.img.bitmaps "backup: --checkpoint c2: $repo has a point c2 already: give the new point another name" \
     backup --repo "$repo" --control "$ctl" --checkpoint c2 "$(uri a)"
-tool_fails -k a.img.bitmaps "backup: --incremental c1: the newest point of $repo is c2: a backup into a repository builds on its newest point (leave --incremental out)" \
-    backup --repo "$repo" --control "$ctl" --incremental c1 --checkpoint c3 "$(uri a)"
+tool_fails -k a.img.bitmaps "backup: --incremental c0: $repo has no point c0 (a backup into a repository builds on its newest point, c2: leave --incremental out)" \
+    backup --repo "$repo" --control "$ctl" --incremental c0 --checkpoint c3 "$(uri a)"
 tool_fails "backup: --incremental c1: $PWD/R2 has no points: its first backup is a full one (leave --incremental out)" \
     backup --repo "$PWD/R2" --control "$ctl" --incremental c1 --checkpoint c3 "$(uri a)"
 tool_fails -k a.img.bitmaps "--sums-dir $PWD: not with --repo: a repository keeps its points' checksums" \

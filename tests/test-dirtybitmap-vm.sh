@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# A real guest (make check-vm): Debian's kernel on qemu-system-x86_64
-# (TCG), a busybox initramfs (tests/vm/build-initramfs.sh) running
-# Debian's qemu-guest-agent, and two virtio disks, each served by its
-# own nbdkit with the filter, ext4 on both.  The guest writes files on
-# both disks nonstop and says on its console when each one's fsync
-# returned (tests/vm/writer.sh).  While it runs: a full backup of both
+# A real guest (make check-vm, booted by tests/vm/guest-lib.sh):
+# Debian's kernel on qemu-system-x86_64 (TCG), a busybox initramfs
+# (tests/vm/build-initramfs.sh) running Debian's qemu-guest-agent, and
+# two virtio disks, each served by its own nbdkit with the filter,
+# ext4 on both.  The guest writes files on both disks nonstop and says
+# on its console when each one's fsync returned (tests/vm/writer.sh).
+# While it runs: a full backup of both
 # disks and two incrementals into qcow2 overlays, each one run of
 # dirtybitmap backup with a --disk for each (one cut for both), the
 # first incremental with the file systems frozen through the guest
@@ -19,36 +20,9 @@
 source ./functions.sh
 set -e
 set -x
-requires_dirtybitmap_filter
-requires qemu-system-x86_64 --version
-requires qemu-img --version
-requires qemu-nbd --version
-requires mkfs.ext4 -V
-requires e2fsck -V
-requires dumpe2fs -V
-requires debugfs -V
-vm="$abs_top_srcdir/tests/vm"
+source "$abs_top_srcdir/tests/vm/guest-lib.sh"
 
-# The guest, made once into the build tree (77: a package is missing).
-cache="$abs_top_builddir/tests/vm-cache"
-r=0
-"$vm/build-initramfs.sh" "$cache" || r=$?
-[ $r -ne 77 ] || exit 77
-[ $r -eq 0 ]
-
-now () { date +%s.%N; }
 t_start=$(now)
-
-# qemu goes first at exit, before the servers of its disks.
-qemu=
-stop_qemu ()
-{
-    [ -n "$qemu" ] && kill -s 0 $qemu 2>/dev/null || return 0
-    echo "$0: stopping qemu"
-    cat console.log
-    kill_nbdkit $qemu
-}
-cleanup_fn stop_qemu
 
 # The disks and their servers.
 for d in 0 1; do
@@ -58,58 +32,12 @@ for d in 0 1; do
                  file disk$d.img control="$PWD/ctl$d"
 done
 
-# The guest: its console is the FIFOs serial.in (what it reads) and
-# serial.out (what it says, copied to console.log).
-mkfifo serial.in serial.out
-cat serial.out > console.log &
-reader=$!
-cleanup_fn kill_nbdkit $reader
-qemu-system-x86_64 -machine accel=tcg -m 256 -nographic -no-reboot \
-    -monitor none -nic none \
-    -kernel "$cache/vmlinuz" -initrd "$cache/initramfs.cpio" \
-    -append "console=ttyS0 quiet loglevel=4 panic=-1" \
-    -chardev pipe,id=console,path=serial \
-    -serial chardev:console \
-    -blockdev driver=nbd,server.type=unix,server.path="$PWD/sock0",node-name=disk0 \
-    -device virtio-blk-pci,drive=disk0 \
-    -blockdev driver=nbd,server.type=unix,server.path="$PWD/sock1",node-name=disk1 \
-    -device virtio-blk-pci,drive=disk1 \
-    -chardev socket,path="$PWD/qga.sock",server=on,wait=off,id=qga0 \
-    -device virtio-serial \
-    -device virtserialport,chardev=qga0,name=org.qemu.guest_agent.0 \
-    > qemu.out 2>&1 &
-qemu=$!
-
-# wait_console TEXT SECONDS: until the guest said TEXT; a guest that
-# failed or died fails the test, showing its console.  (Once qemu is
-# gone, its last words are in console.log when the reader has ended.)
-wait_console ()
-{
-    if wait_until "$2" _console_said "$1" &&
-       grep -qF -- "$1" console.log; then
-        return 0
-    fi
-    echo "$0: the guest never said: $1"
-    cat console.log qemu.out
-    exit 1
-}
-# _console_said TEXT: the guest said TEXT, or it will say nothing more
-# (it failed, or qemu is gone: once the reader has ended, its last
-# words are in console.log).
-_console_said ()
-{
-    grep -qF -- "$1" console.log && return 0
-    grep -qF "vm: FAILED" console.log && return 0
-    if gone $qemu; then
-        wait $reader || :
-        return 0
-    fi
-    return 1
-}
+# The guest: its console log is console.log.
+boot console "$PWD/sock0" "$PWD/sock1"
 wait_console "vm: running" 180
 t_running=$(now)
 # The agent answers, and nothing is frozen.
-python3 "$vm/qga.py" qga.sock guest-fsfreeze-status > status
+python3 "$vm/qga.py" console-qga.sock guest-fsfreeze-status > status
 grep -Fx '"thawed"' status
 
 # backup K [OPTIONS...]: backup set K of both disks, one run of
@@ -138,7 +66,7 @@ backup ()
     done
     opts=(--checkpoint c$((k + 1)))
     [ $k -eq 0 ] || opts+=(--incremental c$k --remove-incremental)
-    stat -c %s console.log > upto.$k
+    console_size > upto.$k
     dirtybitmap backup "${disks[@]}" "${opts[@]}" "$@" \
                 --manifest set$k.manifest --output=json > set$k.json
     cat set$k.json set$k.manifest
@@ -164,10 +92,7 @@ PY
         for d in 0 1; do wait_gone "$(cat q$k-$d.pid)"; done
     fi
     # Nothing the guest did failed (its disks stay usable throughout).
-    if grep -E "I/O error|failed|FAILED" console.log; then
-        echo "$0: the guest saw errors by the end of backup $k"
-        exit 1
-    fi
+    no_errors "the end of backup $k"
 }
 
 sleep 2
@@ -175,33 +100,24 @@ backup 0
 sleep 2
 # (The guest is slow under TCG, more so on a busy host: its freeze may
 # take longer than the default 10 s.)
-backup 1 --guest-agent "$PWD/qga.sock" --freeze-timeout 60
+backup 1 --guest-agent "$PWD/console-qga.sock" --freeze-timeout 60
 # The agent thawed them.
-python3 "$vm/qga.py" qga.sock guest-fsfreeze-status > status
+python3 "$vm/qga.py" console-qga.sock guest-fsfreeze-status > status
 grep -Fx '"thawed"' status
 sleep 2
 backup 2
 sleep 1
 
 # The guest stops its writers, unmounts and powers off.
-echo stop > serial.in
-wait_console "vm: power off" 120
-r=0
-wait $qemu || r=$?
-[ $r -eq 0 ]
-wait $reader || :       # (wait_console may have waited for it already)
+power_off
 t_off=$(now)
-cat console.log
-grep -F "writer disk0: stopped" console.log
-grep -F "writer disk1: stopped" console.log
-if grep -E "I/O error|failed|FAILED" console.log; then exit 1; fi
 # The agent froze the file systems once, for backup 1 (it logs the
 # freeze only).
 [ "$(grep -c "agent: info: guest-fsfreeze called" console.log)" -eq 1 ]
 
 # With the guest gone, the last incremental: the chain is the disks.
 backup 3
-stat -c %s console.log > upto.3
+console_size > upto.3
 
 # Each set restored, and checked.
 for d in 0 1; do

@@ -477,6 +477,7 @@ prepare_checksums (struct set *s)
   for (i = 0; i < s->n; ++i)
     if (checksums_prepare (s, &s->disks[i]) == -1)
       return -1;
+  heal_apply (s);
   return 0;
 }
 
@@ -535,13 +536,16 @@ run (struct set *s, const struct options *opts)
   const bool repo = s->points != NULL;
 
   if (servers_connect (s) == 0 && (!repo || points_servers (s) == 0) &&
-      cut_check (s) == 0 && cut_make (s) == 0 &&
-      prepare_checksums (s) == 0 && (!repo || points_images (s) == 0) &&
+      cut_check (s) == 0 && (!repo || heal_plan (s) == 0) &&
+      cut_make (s) == 0 && prepare_checksums (s) == 0 &&
+      (!repo || points_images (s) == 0) &&
       copies_run (s, opts->o.progress) == 0 && cut_views_ok (s) == 0 &&
       checksums_write (s) == 0 && cut_end (s) == 0) {
     checksums_publish (s);
-    if (!repo || points_commit (s) == 0)
+    if (!repo || points_commit (s) == 0) {
+      heal_report (s);
       return true;
+    }
     /* The servers have NEW, but there is no point: NEW goes. */
     cut_forget (s);
     points_undo (s);
@@ -591,6 +595,7 @@ do_backup (int argc, char *argv[])
 
  out:
   points_close (&s);
+  heal_free (&s);
   for (i = 0; i < s.n; ++i) {
     if (s.disks[i].fd >= 0)
       close (s.disks[i].fd);

@@ -139,8 +139,12 @@ usage (int status)
 "  %s list [--output=human|json] DIR\n"
 "  %s restore [-p] [--output=human|json] DIR[@POINT]\n"
 "            (TARGET | --disk NAME=TARGET...)\n"
+"  %s rollback [-p] [--output=human|json] DIR[@POINT]\n"
+"            (--control SOCKET SOURCE_URI |\n"
+"            --disk control=SOCKET,source=URI,name=NAME...)\n"
 "  %s serve DIR[@POINT] [--disk NAME] --socket PATH\n"
 "  %s verify [-p] [-f FMT] [--output=human|json] IMAGE_OR_URI SUMS\n"
+"  %s verify [-p] [--resume] [--output=human|json] DIR[@POINT]\n"
 "  %s resize [--shrink] [--disk DISKFILE] FILE [+|-]SIZE\n"
 "\n"
 "Options:\n"
@@ -160,6 +164,7 @@ usage (int status)
 "\n"
 "'%s SUBCOMMAND --help' describes a subcommand; see dirtybitmap(1).\n",
            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
+           prog, prog,
            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
            prog, prog, prog);
   exit (status);
@@ -175,7 +180,8 @@ main (int argc, char *argv[])
     { "info", do_info }, { "bitmap", do_bitmap }, { "map", do_map },
     { "check", do_check }, { "copy", do_copy }, { "backup", do_backup },
     { "resize", do_resize }, { "verify", do_verify }, { "list", do_list },
-    { "restore", do_restore }, { "serve", do_serve },
+    { "restore", do_restore }, { "rollback", do_rollback },
+    { "serve", do_serve },
   };
   size_t i;
 

@@ -29,7 +29,12 @@ extern int do_resize (int argc, char *argv[]);
 extern int do_verify (int argc, char *argv[]);
 extern int do_list (int argc, char *argv[]);
 extern int do_restore (int argc, char *argv[]);
+extern int do_rollback (int argc, char *argv[]);
 extern int do_serve (int argc, char *argv[]);
+
+/* verify DIR[@POINT] (repo-verify.c), from do_verify: the exit status. */
+extern int verify_repo (const char *spec, bool progress, bool json,
+                        bool resume);
 
 /* The disk file that the bitmap file FILE describes: GIVEN (--disk)
  * if set, else FILE without ".bitmaps" if that is a regular file, else

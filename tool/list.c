@@ -121,7 +121,7 @@ fill_row (struct row *w, const struct repo_point *p, size_t i)
     strcpy (w->verified, "-");
   else
     snprintf (w->verified, sizeof w->verified, "%s %s",
-              p->verified_ok ? "ok" : "FAILED", p->verified_time);
+              p->verified_ok ? "ok" : "BAD", p->verified_time);
   w->cell[0] = p->name;
   w->cell[1] = p->time;
   w->cell[2] = p->base ? p->base : "-";

@@ -218,11 +218,8 @@ repo_discard (const struct repo *r, const char *point)
     each_file (r, discard_one, (void *) point, &err);
 }
 
-/* Run a qemu program (argv), its output to *out if out is not NULL.
- * -1 with err (its words).
- */
-static int
-run_qemu (char *const argv[], char **out, struct bmerr *err)
+int
+repo_run_qemu (char *const argv[], char **out, struct bmerr *err)
 {
   struct qemu_child c;
   char *text = NULL;
@@ -273,7 +270,7 @@ repo_image_create (const struct repo *r, const char *disk,
   }
   argv[k++] = (char *) "--"; argv[k++] = image; argv[k++] = sizes;
   argv[k] = NULL;
-  ret = run_qemu (argv, NULL, err);
+  ret = repo_run_qemu (argv, NULL, err);
 
  out:
   free (rel);
@@ -296,7 +293,7 @@ stored_bytes (const char *image, uint64_t *stored, struct bmerr *err)
   json_object *map, *e, *v;
   size_t i;
 
-  if (run_qemu (argv, &out, err) == -1) {
+  if (repo_run_qemu (argv, &out, err) == -1) {
     free (out);
     return -1;
   }

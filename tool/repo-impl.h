@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* repo-impl.h: what the files of the repository module share (repo.c
  * names, opens and locks a repository; repo-record.c reads and writes
- * its points' records; repo-files.c makes and removes their files).
+ * its points' records; repo-files.c makes and removes their files;
+ * repo-verified.c keeps what verify records).
  * Nothing outside them includes it.
  */
 
 #ifndef DIRTYBITMAP_REPO_IMPL_H
 #define DIRTYBITMAP_REPO_IMPL_H
+
+#include <stdbool.h>
 
 #include <json-c/json.h>
 
@@ -30,5 +33,21 @@ extern json_object *repo_read_json (const char *path, struct bmerr *err);
 extern int repo_write_json (const struct repo *r, const char *rel,
                             const char *dirrel, json_object *j,
                             struct bmerr *err);
+
+/* Is t a time as records hold it (2026-12-06T05:00:00.123456Z)? */
+extern bool repo_valid_time (const char *t);
+
+/* Run a qemu program (argv), its output to *out if out is not NULL.
+ * -1 with err (its words).
+ */
+extern int repo_run_qemu (char *const argv[], char **out,
+                          struct bmerr *err);
+
+/* A record's "verified" (v: NULL if null) into p; what it holds freed.
+ * -1 with err naming path.
+ */
+extern int repo_verified_parse (const char *path, json_object *v,
+                                struct repo_point *p, struct bmerr *err);
+extern void repo_verified_free (struct repo_point *p);
 
 #endif /* DIRTYBITMAP_REPO_IMPL_H */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* repo-record.c: the records of a repository's points (repo.h):
- * read and checked field by field, chosen, written. */
+ * read and checked field by field, chosen, written ("verified", what
+ * verify records, is repo-verified.c's). */
 
 #include <config.h>
 
@@ -67,8 +68,8 @@ get_u64 (json_object *o, const char *key, uint64_t min, uint64_t *out)
 }
 
 /* 2026-12-06T05:00:00.123456Z, as backup writes it (UTC). */
-static bool
-valid_time (const char *t)
+bool
+repo_valid_time (const char *t)
 {
   static const char pattern[] = "dddd-dd-ddTdd:dd:dd.ddddddZ";
   size_t i;
@@ -172,31 +173,6 @@ parse_disks (const char *path, json_object *list, struct repo_point *p,
   return 0;
 }
 
-static int
-parse_verified (const char *path, json_object *v, struct repo_point *p,
-                struct bmerr *err)
-{
-  json_object *ok;
-  const char *t;
-
-  if (v == NULL)
-    return 0;
-  t = get_str (v, "time");
-  if (!json_object_is_type (v, json_type_object) || !valid_time (t) ||
-      !json_object_object_get_ex (v, "ok", &ok) ||
-      !json_object_is_type (ok, json_type_boolean)) {
-    damaged (err, path, "\"verified\" is not null or {\"time\", \"ok\"}");
-    return -1;
-  }
-  p->verified = true;
-  p->verified_ok = json_object_get_boolean (ok);
-  if ((p->verified_time = strdup (t)) == NULL) {
-    bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
-    return -1;
-  }
-  return 0;
-}
-
 /* The record j of point name (from its file's name, path). */
 static int
 parse_point (const char *path, const char *name, json_object *j,
@@ -214,7 +190,7 @@ parse_point (const char *path, const char *name, json_object *j,
            strcmp (get_str (j, "name"), name) != 0)
     damaged (err, path, "\"name\" is not \"%s\", the name of its file",
              name);
-  else if (!valid_time (t))
+  else if (!repo_valid_time (t))
     damaged (err, path, "\"time\" is missing or not a time "
              "(2026-12-06T05:00:00.123456Z)");
   else if (!json_object_object_get_ex (j, "base", &base) ||
@@ -233,7 +209,7 @@ parse_point (const char *path, const char *name, json_object *j,
   else {
     json_object_object_get_ex (j, "disks", &disks);
     if (parse_disks (path, disks, p, err) == 0 &&
-        parse_verified (path, verified, p, err) == 0)
+        repo_verified_parse (path, verified, p, err) == 0)
       return 0;
   }
   repo_point_free (p);
@@ -408,7 +384,7 @@ repo_point_free (struct repo_point *p)
   free (p->name);
   free (p->time);
   free (p->base);
-  free (p->verified_time);
+  repo_verified_free (p);
   memset (p, 0, sizeof *p);
 }
 
@@ -421,19 +397,6 @@ repo_points_free (struct repo_points *ps)
     repo_point_free (&ps->p[i]);
   free (ps->p);
   memset (ps, 0, sizeof *ps);
-}
-
-json_object *
-repo_verified_json (const struct repo_point *p)
-{
-  json_object *v;
-
-  if (!p->verified)
-    return NULL;
-  v = json_object_new_object ();
-  json_object_object_add (v, "time", json_object_new_string (p->verified_time));
-  json_object_object_add (v, "ok", json_object_new_boolean (p->verified_ok));
-  return v;
 }
 
 static json_object *

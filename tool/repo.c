@@ -378,7 +378,8 @@ take_lock (struct repo *r, struct bmerr *err)
     if (errno == EWOULDBLOCK)
       bmerr_set (err, EBUSY, "%s is in use by another dirtybitmap (%s): "
                  "try again once it has ended", r->dir, r->writer
-                 ? "a backup, or a list, restore or serve reading it"
+                 ? "a backup, or a list, restore, serve or verify "
+                 "reading it"
                  : "a backup");
     else
       bmerr_set (err, errno, "%s: flock: %s", path, strerror (errno));

@@ -5,7 +5,8 @@
  *   DIR/repository.json         {"format": 1}: DIR is a repository
  *   DIR/lock                    flock(2): exclusive for a writer
  *                               (backup), shared for readers (list,
- *                               restore, serve); never waited for
+ *                               restore, serve, verify); never
+ *                               waited for
  *   DIR/points/POINT.json       a complete point (struct repo_point),
  *                               written atomically and last: a point
  *                               exists iff its record does
@@ -15,6 +16,17 @@
  *                               directory, format qcow2) unless it is
  *                               the first image of its chain
  *   DIR/sums/NAME.POINT.sums    its checksums (sums.h)
+ *   DIR/verify.json             {"started": TIME}: a verify of every
+ *                               point under way, or interrupted (its
+ *                               --resume skips the points it did)
+ *
+ * A point's record changes after it is written in one way only: verify
+ * (which holds the shared lock, as readers do) records its result in
+ * it.  Such a rewrite is atomic (tmp, rename) like every record's, so
+ * readers see the old record or the new one; two verifies rewriting
+ * records take flock(2) on DIR/points, exclusive, each for one
+ * read-modify-write of one record (or of verify.json), so neither
+ * loses the other's result nor tears the other's temporary file.
  *
  * Anything in DIR that belongs to a point without a record is what a
  * backup that did not complete left: the next writer removes it
@@ -54,6 +66,18 @@ struct repo_disk {
   uint64_t stored;              /* bytes allocated in the image itself */
 };
 
+/* A range of a disk that a verification of a point found bad: its
+ * chunks differ from the point's checksums (or could not be read).
+ * in: the point whose own image held those clusters when they were
+ * read (the point's, or one that it reads through), or NULL: none did
+ * (they read as zeroes).
+ */
+struct repo_bad {
+  char *disk;
+  uint64_t offset, length;
+  char *in;
+};
+
 struct repo_point {
   char *name;
   char *time;                   /* the cut, UTC: 2026-12-06T05:00:00.123456Z */
@@ -63,6 +87,8 @@ struct repo_point {
   bool verified;                /* a verification is recorded: */
   char *verified_time;
   bool verified_ok;
+  struct repo_bad *bad;         /* what it found bad, if not ok */
+  size_t nbad;
 };
 
 struct repo_points {
@@ -154,5 +180,48 @@ extern int repo_point_write (const struct repo *r,
 
 /* A point's "verified" in JSON (a new reference), or NULL: none yet. */
 extern json_object *repo_verified_json (const struct repo_point *p);
+
+/* For verify (repo-verified.c). */
+
+/* The time now, as records hold it (UTC, 2026-12-06T05:00:00.123456Z). */
+extern void repo_time_now (char *buf, size_t n);
+
+/* Record in point's record a verification made at time: ok, or the
+ * ranges found bad (nbad of them; past REPO_MAX_BAD, each disk's are
+ * folded into one, held by the point: more is healed, never less).
+ * The rest of the record is kept as it is.  -1 with err.
+ */
+#define REPO_MAX_BAD 1024
+extern int repo_record_verified (const struct repo *r, const char *point,
+                                 const char *time, bool ok,
+                                 const struct repo_bad *bad, size_t nbad,
+                                 struct bmerr *err);
+
+/* A verify of every point begins: with resume and DIR/verify.json
+ * there, *since is when the run it left began (the points with a
+ * result recorded since then are done); otherwise verify.json is
+ * written anew and *since is NULL.  -1 with err.
+ */
+extern int repo_session_begin (const struct repo *r, bool resume,
+                               char **since, struct bmerr *err);
+/* It ended (not interrupted): verify.json removed. */
+extern int repo_session_end (const struct repo *r, struct bmerr *err);
+
+/* Where each range of disk d of a point reads from: the point whose
+ * own image holds it, or NULL (no image of its chain does: zeroes), as
+ * qemu-img map says of its image with its chain.  *out (*n ranges, in
+ * order, covering the disk) freed with repo_sources_free.  -1 with err.
+ */
+struct repo_source {
+  uint64_t offset, length;
+  char *point;
+};
+extern int repo_sources (const struct repo *r, const struct repo_disk *d,
+                         struct repo_source **out, size_t *n,
+                         struct bmerr *err);
+/* The range of sources holding offset, or NULL if none does. */
+extern const struct repo_source *repo_source_at (
+  const struct repo_source *s, size_t n, uint64_t offset);
+extern void repo_sources_free (struct repo_source *s, size_t n);
 
 #endif /* DIRTYBITMAP_REPO_H */

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* verify.c: dirtybitmap verify: read an image (a raw file, a qcow2
- * chain, or any NBD export) and check every chunk against the
- * checksums of a backup (sums.h).  The reading and hashing is
- * image_hash's (copy/image.h); this file chooses the format, which is
- * never guessed from the image's content, and prints the ranges of
- * chunks that differ.
+/* verify.c: dirtybitmap verify, in two forms told apart by their
+ * operands: IMAGE_OR_URI SUMS reads an image (a raw file, a qcow2
+ * chain, or any NBD export) and checks every chunk against the
+ * checksums of a backup (sums.h); DIR[@POINT], one operand, verifies
+ * points of a backup repository and records the result (repo-verify.c).
+ * The reading and hashing is image_hash's (copy/image.h); this file
+ * chooses the format, which is never guessed from the image's content,
+ * and prints the ranges of chunks that differ.
  */
 
 #include <config.h>
@@ -29,6 +31,7 @@ verify_usage (int status)
 {
   fprintf (status ? stderr : stdout,
 "Usage: %s verify [-p] [-f FMT] [--output=human|json] IMAGE_OR_URI SUMS\n"
+"       %s verify [-p] [--resume] [--output=human|json] DIR[@POINT]\n"
 "\n"
 "Check an image against the checksums of a backup: read every chunk\n"
 "of IMAGE_OR_URI (a file, or an NBD URI read as it is) and compare its\n"
@@ -36,17 +39,25 @@ verify_usage (int status)
 "if every chunk matches; otherwise the ranges that differ are listed.\n"
 "The format of a file is never guessed from its content.\n"
 "\n"
+"With one operand, check the point POINT of the backup repository DIR\n"
+"(without @POINT, every point) against its checksums, and record the\n"
+"result and its time in the point, for list; the next backup into DIR\n"
+"copies again what is bad in its newest point.\n"
+"\n"
 "  -f, --format=FMT      raw: the file's bytes (the default); qcow2: a\n"
 "                        qcow2 image, read through qemu-nbd with its\n"
 "                        backing chain, each link naming its backing\n"
 "                        file's format\n"
+"  --resume              DIR: skip the points whose result was recorded\n"
+"                        by an interrupted verify of every point\n"
 "  -p, --progress        show progress on stderr\n"
 "  --output=human|json   the result as text (default) or JSON\n"
 "\n"
 "Examples:\n"
 "  %s verify backup.img backup/disk0.c1.sums\n"
-"  %s verify -f qcow2 inc3.qcow2 backup/disk0.c4.sums\n",
-           prog, prog, prog);
+"  %s verify -f qcow2 inc3.qcow2 backup/disk0.c4.sums\n"
+"  %s verify /backup/vm1@tue\n",
+           prog, prog, prog, prog, prog);
   exit (status);
 }
 
@@ -144,9 +155,10 @@ print_failure (const char *image, const char *sums_path,
 int
 do_verify (int argc, char *argv[])
 {
-  enum { OUTPUT = 256 };
+  enum { OUTPUT = 256, RESUME };
   static const struct option long_options[] = {
     { "help", no_argument, NULL, 'h' },
+    { "resume", no_argument, NULL, RESUME },
     { "format", required_argument, NULL, 'f' },
     { "progress", no_argument, NULL, 'p' },
     { "output", required_argument, NULL, OUTPUT },
@@ -159,12 +171,13 @@ do_verify (int argc, char *argv[])
   const char *image, *sums_path, *format = NULL;
   char *error;
   int opt, json = 0, status = EXIT_FAILURE;
-  bool progress = false;
+  bool progress = false, resume = false;
 
   while ((opt = getopt_long (argc, argv, "f:hp", long_options, NULL)) != -1) {
     switch (opt) {
     case 'h': verify_usage (EXIT_SUCCESS);
     case 'p': progress = true; break;
+    case RESUME: resume = true; break;
     case 'f':
       format = optarg;
       if (image_format_parse (format, &fmt) == -1)
@@ -179,8 +192,17 @@ do_verify (int argc, char *argv[])
       return try_help ("verify ");
     }
   }
+  if (optind == argc - 1 && format)
+    return bad_usage ("verify ", "-f %s: a repository's images are qcow2: "
+                      "-f goes with IMAGE_OR_URI SUMS only", format);
+  if (optind == argc - 1)
+    return verify_repo (argv[optind], progress, json == 1, resume);
   if (optind != argc - 2)
-    return bad_usage ("verify ", "expecting IMAGE_OR_URI and SUMS");
+    return bad_usage ("verify ", "expecting DIR[@POINT] (a repository), or "
+                      "IMAGE_OR_URI and SUMS");
+  if (resume)
+    return bad_usage ("verify ", "--resume: it resumes a verify of every "
+                      "point of a repository (verify --resume DIR)");
   image = argv[optind];
   sums_path = argv[optind + 1];
   if (fmt != IMAGE_RAW && is_nbd_uri (image))

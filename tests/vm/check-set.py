@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-# check-set.py IMG NAME LOG UPTO STATE: check one restored disk of
-# test-dirtybitmap-vm.sh, the raw image IMG (a copy: the journal is
-# replayed in it) of the guest's disk NAME (disk0, disk1).
+# check-set.py IMG NAME LOG UPTO STATE [DIR]: check one restored disk
+# of the test-dirtybitmap-vm*.sh tests, the raw image IMG (a copy: the
+# journal is replayed in it) of the guest's disk NAME (disk0, disk1),
+# whose writer wrote its files into the directory DIR of the file
+# system (the top by default).
 #
 # 1. Its ext4 superblock: with STATE "live" (a backup of a mounted,
 #    unfrozen file system) it must say needs_recovery, and the journal
@@ -14,15 +16,18 @@
 # 3. Every file that the console log LOG, in its first UPTO bytes (the
 #    log as it was when the backup started), says was synced on NAME
 #    ("synced NAME fN SIZE": the guest's fsync of it had returned) is
-#    in IMG with exactly the bytes writer.sh wrote.  At least one such
-#    file, or the check proves nothing.
+#    in IMG, in DIR, with exactly the bytes writer.sh wrote.  At least
+#    one such file, or the check proves nothing.
 import os
 import re
 import shutil
 import subprocess
 import sys
 
+if len(sys.argv) not in (6, 7):
+    sys.exit("usage: check-set.py IMG NAME LOG UPTO STATE [DIR]")
 img, name, log, upto, state = sys.argv[1:6]
+where = sys.argv[6].strip("/") if len(sys.argv) == 7 else ""
 upto = int(upto)
 if state not in ("live", "frozen", "clean"):
     sys.exit("check-set.py: STATE is live, frozen or clean")
@@ -88,18 +93,21 @@ if rc != 0:
 for n, size in synced:
     line = ("%s file %d\n" % (name, n)).encode()
     want = (line * (size // len(line) + 1))[:size]
+    fname = os.path.join(where, "f%d" % n)
     try:
-        with open(os.path.join(files, "f%d" % n), "rb") as f:
+        with open(os.path.join(files, fname), "rb") as f:
             got = f.read()
     except FileNotFoundError:
-        fail("f%d was synced before the backup began, and is missing" % n)
+        fail("%s was synced before the backup began, and is missing" % fname)
     if got != want:
         at = next((i for i in range(min(len(got), len(want)))
                    if got[i] != want[i]), min(len(got), len(want)))
-        fail("f%d was synced before the backup began: it holds %d bytes "
+        fail("%s was synced before the backup began: it holds %d bytes "
              "(%d expected), the first wrong one at %d" %
-             (n, len(got), size, at))
-present = len([f for f in os.listdir(files) if re.fullmatch(r"f\d+", f)])
+             (fname, len(got), size, at))
+present = len([f for f in os.listdir(os.path.join(files, where))
+               if re.fullmatch(r"f\d+", f)])
 shutil.rmtree(files)
-print("%s: %s, e2fsck clean, %d synced files of %d present exact (f%d..f%d)"
-      % (name, state, len(synced), present, synced[0][0], synced[-1][0]))
+print("%s: %s, e2fsck clean, %d synced files of %d present exact (%sf%d..f%d)"
+      % (name, state, len(synced), present, where + "/" if where else "",
+         synced[0][0], synced[-1][0]))

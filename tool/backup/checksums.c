@@ -109,13 +109,16 @@ sums_path (const struct set *s, const struct disk *d,
   return path;
 }
 /* Do the checksums describe d at B exactly?  With B there, their
- * chunks must also be the ones its granularity gives.
+ * chunks must also be the ones its granularity gives.  A disk is its
+ * source URI, but in a repository its name (its sets are filed under
+ * it): a disk restored into a new file, or served at a new socket, is
+ * the same disk there.
  */
 static bool
 describes (const struct set *s, const struct disk *d, const struct sums *p)
 {
   return strcmp (p->checkpoint, s->incremental) == 0 &&
-    strcmp (p->source, d->source) == 0 &&
+    (s->points || strcmp (p->source, d->source) == 0) &&
     (d->size_before == 0 || p->disk_size == d->size_before) &&
     (d->base_granularity == 0 ||
      p->chunk == sums_chunk_for (d->base_granularity));
@@ -217,7 +220,8 @@ previous (const struct set *s, struct disk *d, char **why)
     *why = strdup ("no place for checksums (--sums-dir)");
     return NULL;
   }
-  if (sums_read (path, &prev, why) == -1 &&
+  /* (In a repository, the set under d's name or none.) */
+  if (sums_read (path, &prev, why) == -1 && !s->points &&
       (other = search_dir (s, d, dir, why)) != NULL) {
     free (path);
     path = other;
@@ -545,6 +549,7 @@ checksums_free (struct disk *d)
   free (d->sums_path);
   free (d->prev_sums_path);
   free (d->prev_why);
+  free (d->force);
 }
 
 char *

@@ -165,8 +165,12 @@ cut_check (struct set *s)
     checksums_find (s, &s->disks[i]);
     without_sums += s->disks[i].prev == NULL;
   }
-  if (s->incremental && without_base == s->n && without_sums == s->n) {
-    /* Most likely a wrong name: nothing to build on anywhere. */
+  if (s->incremental && !s->sums_required &&
+      without_base == s->n && without_sums == s->n) {
+    /* Most likely a wrong name: nothing to build on anywhere.  (In a
+     * repository B is the newest point, not a name given: what cannot
+     * be built on is copied in full, said by checksums_plan.)
+     */
     set_fail (s, "bitmap %s is on no disk, and no disk has the checksums "
               "of a backup at %s: an incremental backup needs one or the "
               "other (a full backup, without --incremental, starts a new "

@@ -21,6 +21,11 @@
  * backup/report.c    the summary, and the manifest
  * backup/points.c    a backup into a repository (--repo): each disk's
  *                    image made and served, the point's record
+ * backup/heal.c      what verify found bad in the newest point copied
+ *                    again
+ * backup/heal-mark.c those chunks made dirty in the base bitmap
+ * backup/older.c     a point built on the newest from an older point's
+ *                    checkpoint: the chunks that changed between them
  *
  * Everything here runs on the main thread but copies.c's threads,
  * which each own one disk's copy_options and copy_result while they
@@ -49,7 +54,10 @@
 enum copy_mode { MODE_FULL, MODE_INCREMENTAL, MODE_RESYNC };
 
 struct sums;
+struct repo_point;
 struct points;
+struct heal;
+struct repo;
 
 /* One disk of the set. */
 struct disk {
@@ -97,6 +105,8 @@ struct disk {
   bool sums_staged;             /* written as sums_path.tmp */
   bool sums_written;            /* and put in place */
   struct copy_sums cs;
+  uint8_t *force;               /* chunks healed (heal.c): cs.force */
+  uint64_t nforce;
 };
 
 enum freeze_kind { FREEZE_NONE, FREEZE_AGENT, FREEZE_COMMANDS };
@@ -137,6 +147,7 @@ struct set {
   /* A backup into a repository (backup/points.c), or NULL. */
   struct points *points;
   bool sums_required;           /* every disk must get its checksums */
+  struct heal *heal;            /* backup/heal.c, or NULL */
 };
 
 /* Record an error (the first one is kept). */
@@ -342,5 +353,32 @@ extern void points_undo (struct set *s);
 /* Before the summary: each disk's target named by its image. */
 extern void points_report (struct set *s);
 extern void points_close (struct set *s);
+/* The repository, open for writing. */
+extern const struct repo *points_repo (const struct set *s);
+
+/* backup/heal.c: in a repository, after cut_check, before the cut:
+ * the chunks that verify found bad in what the newest point reads
+ * chosen (d->force) and made dirty in B on the servers (or the disk
+ * made a resync).
+ */
+extern int heal_plan (struct set *s);
+/* Once each disk's checksums are prepared: d->cs.force. */
+extern void heal_apply (struct set *s);
+/* Once the point exists: what was healed, said on stderr. */
+extern void heal_report (const struct set *s);
+extern void heal_free (struct set *s);
+/* backup/older.c: where B is an older point than the newest, n (a
+ * repository's), the chunks of d whose checksums differ between the
+ * two forced too (d->force), and said; a full copy where they cannot
+ * be compared.  -1 when out of memory.
+ */
+extern int older_plan (struct set *s, struct disk *d,
+                       const struct repo_point *n);
+
+/* backup/heal-mark.c: d->force's n chunks (of chunk bytes) merged into
+ * B on d's server, before the cut.  -1 with *why (malloced).
+ */
+extern int heal_mark (const struct set *s, const struct disk *d,
+                      uint64_t chunk, uint64_t n, char **why);
 
 #endif /* DIRTYBITMAP_BACKUP_INTERNAL_H */

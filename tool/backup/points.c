@@ -79,26 +79,33 @@ add_stale (struct points *p, const char *name)
   return 0;
 }
 
-/* The base: the newest point (--incremental, if given, must be it).
- * The older points' checkpoints are stale on the servers (only a
- * backup killed between its point's record and the removal of its
- * base leaves one).
+/* The base: the newest point, whose images the new ones build on.
+ * Its checkpoint is the disks' B, unless --incremental names an older
+ * point, whose checkpoint the disks have instead (a disk restored from
+ * it with restore-checkpoint=): older.c then adds the chunks that
+ * changed between the two.  The other points' checkpoints are stale
+ * on the servers (only a backup killed between its point's record and
+ * the removal of its base leaves one).
  */
 static int
 choose_base (struct set *s, struct points *p)
 {
   struct repo_points all;
   struct bmerr err = { 0 };
+  bool found = false;
   size_t i;
 
   if (repo_load (&p->r, &all, &err) == -1)
     return fail_err (s, &err);
-  for (i = 0; i + 1 < all.n; ++i)
-    if (add_stale (p, all.p[i].name) == -1) {
+  for (i = 0; i < all.n; ++i) {
+    bool b = s->incremental && strcmp (all.p[i].name, s->incremental) == 0;
+    found |= b;
+    if (!b && i + 1 < all.n && add_stale (p, all.p[i].name) == -1) {
       repo_points_free (&all);
       set_fail (s, "out of memory");
       return -1;
     }
+  }
   if (all.n > 0) {
     p->base = all.p[all.n - 1];
     all.n--;
@@ -110,13 +117,15 @@ choose_base (struct set *s, struct points *p)
               p->r.dir);
     return -1;
   }
-  if (s->incremental && strcmp (s->incremental, p->base.name) != 0) {
-    set_fail (s, "--incremental %s: the newest point of %s is %s: a "
-              "backup into a repository builds on its newest point (leave "
-              "--incremental out)", s->incremental, p->r.dir, p->base.name);
+  if (s->incremental && !found) {
+    set_fail (s, "--incremental %s: %s has no point %s (a backup into a "
+              "repository builds on its newest point, %s: leave "
+              "--incremental out)", s->incremental, p->r.dir,
+              s->incremental, p->base.name);
     return -1;
   }
-  s->incremental = p->base.name;
+  if (s->incremental == NULL)
+    s->incremental = p->base.name;
   return 0;
 }
 
@@ -277,7 +286,7 @@ fill_record (struct set *s, struct repo_point *rec, char *when)
   size_t i;
 
   *rec = (struct repo_point) { .name = (char *) s->checkpoint, .time = when,
-                               .base = (char *) s->incremental, .n = s->n };
+                               .base = s->points->base.name, .n = s->n };
   if ((rec->disks = calloc (s->n, sizeof *rec->disks)) == NULL) {
     set_fail (s, "out of memory");
     return -1;
@@ -375,6 +384,12 @@ points_report (struct set *s)
     d->target = image;
     d->o.target = image;
   }
+}
+
+const struct repo *
+points_repo (const struct set *s)
+{
+  return &s->points->r;
 }
 
 void

@@ -140,41 +140,6 @@ disk_parse (const char *spec, bool repo, struct disk *d, char **error)
   return -1;
 }
 
-/* uri with its export name replaced by name: nbd+unix:///?socket=S
- * and export VIEW give nbd+unix:///VIEW?socket=S.
- */
-static char *
-with_export (const char *uri, const char *name)
-{
-  const char *p = strstr (uri, "://"), *slash, *end;
-  char *out = NULL;
-  size_t i;
-  FILE *fp;
-  size_t len;
-
-  if (p == NULL)
-    return NULL;
-  slash = strchr (p + 3, '/');
-  end = slash ? slash + strcspn (slash, "?#") : uri + strcspn (uri, "?#");
-  fp = open_memstream (&out, &len);
-  if (fp == NULL)
-    return NULL;
-  fwrite (uri, 1, (slash ? slash : end) - uri, fp);
-  fputc ('/', fp);
-  /* Percent-encode all but unreserved characters. */
-  for (i = 0; name[i]; ++i) {
-    unsigned char c = name[i];
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-        (c >= '0' && c <= '9') || strchr ("-._~", c))
-      fputc (c, fp);
-    else
-      fprintf (fp, "%%%02X", c);
-  }
-  fputs (end, fp);
-  fclose (fp);
-  return out;
-}
-
 int
 disk_prepare (struct disk *d, const char *view, const char *default_scratch,
               const struct copy_options *template, char **error)
@@ -191,7 +156,7 @@ disk_prepare (struct disk *d, const char *view, const char *default_scratch,
   }
   free (d->scratch);
   d->scratch = abs;
-  d->view_uri = with_export (d->source, view);
+  d->view_uri = endpoint_with_export (d->source, view);
   if (d->view_uri == NULL) {
     *error = strdup (strerror (ENOMEM));
     return -1;

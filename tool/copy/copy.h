@@ -42,7 +42,11 @@
  * not NULL, says which chunks were.  With held too, the digest
  * compared with is not the one in digests[i] but that of what the
  * target holds there, read just before (a target not known to hold
- * the image of any set).
+ * the image of any set).  A chunk that force marks is copied whatever
+ * the source's block status says of it (as data, or zeroes where the
+ * source reads as zeroes), and with compare it is written even if its
+ * digest is the same: what the target would read there is not to be
+ * trusted (a backup healing a point of its repository).
  */
 struct copy_sums {
   uint64_t chunk;               /* a power of 2 */
@@ -51,6 +55,7 @@ struct copy_sums {
   bool compare;
   bool held;                    /* compare with what the target holds */
   uint8_t *differ;              /* [chunks], or NULL */
+  const uint8_t *force;         /* [chunks], or NULL */
 };
 
 struct copy_options {
@@ -68,6 +73,10 @@ struct copy_options {
   size_t request_size;          /* largest read or write; 0: default */
   struct copy_sums *sums;       /* or NULL */
   bool no_target;               /* read (and hash) only: target unused */
+  const uint8_t *only;          /* with full and sums: only the chunks i
+                                 * with only[i] set (sums->n of them)
+                                 * are brought to the target, or NULL:
+                                 * every chunk */
   const char *label;            /* the copy's name when several run at
                                  * once (a disk's), or NULL: progress is
                                  * then a line now and then, named */
@@ -101,6 +110,15 @@ struct copy_result {
 
 /* The size of the export at uri: -1 with *errp on failure. */
 extern int64_t copy_export_size (const char *uri, char **errp);
+
+/* Set only[i] for each chunk i (of chunk bytes, a power of 2) that
+ * the export at uri, of size bytes, says is dirty: data or zero in
+ * its base:allocation as nbdkit-dirtybitmap-filter answers it from a
+ * bitmap (a backup view's map).  A chunk with one dirty byte is
+ * dirty.  -1 with *errp on failure: not that size, no block status.
+ */
+extern int copy_dirty_chunks (const char *uri, uint64_t size,
+                              uint64_t chunk, uint8_t *only, char **errp);
 
 /* Run one copy.  Returns 0 when the target holds a complete, flushed
  * copy (r->ok), -1 otherwise (r->error says why, unless

@@ -248,3 +248,37 @@ endpoint_name (const struct endpoint *p)
   return out;
 }
 
+/* uri with its export name replaced by name: nbd+unix:///?socket=S
+ * and export VIEW give nbd+unix:///VIEW?socket=S.
+ */
+char *
+endpoint_with_export (const char *uri, const char *name)
+{
+  const char *p = strstr (uri, "://"), *slash, *end;
+  char *out = NULL;
+  size_t i;
+  FILE *fp;
+  size_t len;
+
+  if (p == NULL)
+    return NULL;
+  slash = strchr (p + 3, '/');
+  end = slash ? slash + strcspn (slash, "?#") : uri + strcspn (uri, "?#");
+  fp = open_memstream (&out, &len);
+  if (fp == NULL)
+    return NULL;
+  fwrite (uri, 1, (slash ? slash : end) - uri, fp);
+  fputc ('/', fp);
+  /* Percent-encode all but unreserved characters. */
+  for (i = 0; name[i]; ++i) {
+    unsigned char c = name[i];
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+        (c >= '0' && c <= '9') || strchr ("-._~", c))
+      fputc (c, fp);
+    else
+      fprintf (fp, "%%%02X", c);
+  }
+  fputs (end, fp);
+  fclose (fp);
+  return out;
+}

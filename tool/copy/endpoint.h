@@ -50,4 +50,10 @@ extern bool endpoint_same (const struct endpoint *a,
 /* How a message names it: malloced (NULL on ENOMEM). */
 extern char *endpoint_name (const struct endpoint *e);
 
+/* uri with its export name replaced by name: nbd+unix:///?socket=S
+ * and export VIEW give nbd+unix:///VIEW?socket=S.  Malloced, NULL on
+ * ENOMEM or when uri is not a URI.
+ */
+extern char *endpoint_with_export (const char *uri, const char *name);
+
 #endif /* DIRTYBITMAP_COPY_ENDPOINT_H */

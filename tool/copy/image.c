@@ -51,6 +51,13 @@
                                          * connections */
 #define RAW_PIECE COPY_DEFAULT_REQUEST_SIZE
 
+/* The reads of a qcow2 image served by qemu-nbd: it serves reads of
+ * 256K with much less work than reads of 1M, the copy engine's default
+ * (restore measured a quarter faster; verify of a point of 1G here, 1.6
+ * seconds down to 1.0).  At least a chunk.
+ */
+#define QEMU_NBD_READ_SIZE (256 * 1024)
+
 int
 image_format_parse (const char *name, enum image_format *out)
 {
@@ -342,10 +349,13 @@ nbd_size_is (const char *uri, uint64_t size, struct image_result *r)
   return r->wrong_size ? -1 : 0;
 }
 
-/* Hash the export at uri, which messages call name. */
+/* Hash the export at uri, which messages call name, in reads of
+ * request_size bytes (0: the copy engine's default).
+ */
 static int
 nbd_hash (const char *uri, const char *name, uint64_t chunk, uint64_t size,
-          uint8_t *digests, bool progress, struct image_result *r)
+          size_t request_size, uint8_t *digests, bool progress,
+          struct image_result *r)
 {
   struct copy_sums cs = {
     .chunk = chunk, .n = DIV_ROUND_UP (size, chunk), .digests = digests,
@@ -353,6 +363,7 @@ nbd_hash (const char *uri, const char *name, uint64_t chunk, uint64_t size,
   struct copy_options o = {
     .source = uri, .source_name = name, .target = "(none)", .full = true,
     .no_target = true, .progress = progress, .sums = &cs,
+    .request_size = request_size,
   };
   struct copy_result cr;
 
@@ -388,7 +399,8 @@ hash_qcow2 (const char *image, uint64_t chunk, uint64_t size,
   else if (!copy_interrupted ()) {
     served = nbd_size_is (q.uri, size, r) == 0 || r->wrong_size;
     if (served && !r->wrong_size)
-      ret = nbd_hash (q.uri, name, chunk, size, digests, progress, r);
+      ret = nbd_hash (q.uri, name, chunk, size,
+                      MAX (QEMU_NBD_READ_SIZE, chunk), digests, progress, r);
   }
   status = qemu_nbd_stop (&q, &text);
   if (name && !served && !copy_interrupted ()) {
@@ -438,7 +450,7 @@ image_hash (const char *image, enum image_format fmt,
                image, image_format_name (fmt));
   else if (is_nbd_uri (image)) {
     if (nbd_size_is (image, size, r) == 0)
-      ret = nbd_hash (image, image, chunk, size, digests, progress, r);
+      ret = nbd_hash (image, image, chunk, size, 0, digests, progress, r);
   }
   else if (fmt == IMAGE_QCOW2)
     ret = hash_qcow2 (image, chunk, size, digests, progress, r);

@@ -85,6 +85,14 @@ extern int scan_ranges (struct nbd_handle *src, const char *uri,
 /* The whole disk as one data range (--full without block status). */
 extern int full_range (uint64_t size, struct ranges *out, char **errp);
 
+/* Add to rs, as data, each chunk of chunk bytes that force[i] marks
+ * (the last one ends at size), the list kept in order of offset (for
+ * chunk_ranges, which must follow: the ranges may now overlap, and it
+ * makes each chunk one kind).  -1 with *errp on failure.
+ */
+extern int force_ranges (struct ranges *rs, const uint8_t *force,
+                         uint64_t chunk, uint64_t size, char **errp);
+
 extern void free_ranges (struct ranges *rs);
 
 /* Widen the ranges to whole chunks of chunk bytes (the last one ends
@@ -93,6 +101,12 @@ extern void free_ranges (struct ranges *rs);
  */
 extern int chunk_ranges (struct ranges *rs, uint64_t chunk, uint64_t size,
                          char **errp);
+
+/* Keep of the chunk-aligned ranges rs only the chunks i (of chunk
+ * bytes) with only[i] set.  -1 with *errp on failure.
+ */
+extern int select_chunks (struct ranges *rs, uint64_t chunk,
+                          const uint8_t *only, char **errp);
 
 /* Connections (copy/connect.c). */
 

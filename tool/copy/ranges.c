@@ -212,6 +212,105 @@ chunk_ranges (struct ranges *rs, uint64_t chunk, uint64_t size, char **errp)
   return 0;
 }
 
+/* Ranges in order of offset; at one offset, data first. */
+static int
+compare_ranges (const void *a, const void *b)
+{
+  const struct range *x = a, *y = b;
+
+  if (x->offset != y->offset)
+    return x->offset < y->offset ? -1 : 1;
+  return (int) x->zero - (int) y->zero;
+}
+
+int
+force_ranges (struct ranges *rs, const uint8_t *force, uint64_t chunk,
+              uint64_t size, char **errp)
+{
+  const uint64_t n = DIV_ROUND_UP (size, chunk);
+  uint64_t i, forced = 0;
+  struct range *r;
+  size_t k;
+
+  for (i = 0; i < n; ++i)
+    forced += force[i] != 0;
+  if (forced == 0)
+    return 0;
+  r = realloc (rs->r, (rs->n + forced) * sizeof *r);
+  if (r == NULL) {
+    set_error (errp, "%s", strerror (ENOMEM));
+    return -1;
+  }
+  rs->r = r;
+  rs->cap = rs->n + forced;
+  for (i = 0, k = rs->n; i < n; ++i)
+    if (force[i])
+      r[k++] = (struct range) { i * chunk, MIN (chunk, size - i * chunk),
+                                false };
+  rs->n = k;
+  qsort (rs->r, rs->n, sizeof *rs->r, compare_ranges);
+  return 0;
+}
+
+int
+copy_dirty_chunks (const char *uri, uint64_t size, uint64_t chunk,
+                   uint8_t *only, char **errp)
+{
+  struct nbd_handle *h;
+  struct ranges rs = { 0 };
+  int64_t v;
+  uint64_t c;
+  size_t i;
+  int r = -1;
+
+  *errp = NULL;
+  if ((h = connect_uri ("source", uri, true, errp)) == NULL)
+    return -1;
+  if ((v = nbd_get_size (h)) == -1)
+    set_error (errp, "%s: %s", uri, nbd_get_error ());
+  else if ((uint64_t) v != size)
+    set_error (errp, "%s is %" PRIi64 " bytes, not %" PRIu64, uri, v, size);
+  else if (nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) != 1)
+    set_error (errp, "%s does not offer base:allocation", uri);
+  else if (scan_ranges (h, uri, size, SCAN_DIRTY, &rs, errp) == 0)
+    r = 0;
+  close_handles (&h, 1, true);
+  for (i = 0; r == 0 && i < rs.n; ++i)
+    for (c = rs.r[i].offset / chunk;
+         c * chunk < rs.r[i].offset + rs.r[i].length; ++c)
+      only[c] = 1;
+  free_ranges (&rs);
+  return r;
+}
+
+int
+select_chunks (struct ranges *rs, uint64_t chunk, const uint8_t *only,
+               char **errp)
+{
+  struct ranges out = { 0 };
+  size_t i;
+  int r = 0;
+
+  for (i = 0; i < rs->n && r == 0; ++i) {
+    const struct range *x = &rs->r[i];
+    uint64_t end = x->offset + x->length, pos, next;
+
+    for (pos = x->offset; pos < end && r == 0; pos = next) {
+      next = MIN (ROUND_DOWN (pos, chunk) + chunk, end);
+      if (only[pos / chunk])
+        r = add_range (&out, pos, next - pos, x->zero);
+    }
+  }
+  if (r == -1) {
+    free_ranges (&out);
+    set_error (errp, "%s", strerror (ENOMEM));
+    return -1;
+  }
+  free_ranges (rs);
+  *rs = out;
+  return 0;
+}
+
 void
 free_ranges (struct ranges *rs)
 {

@@ -273,8 +273,14 @@ list_ranges (struct job *j)
                j->c.sums->chunk);
     ret = -1;
   }
+  if (ret == 0 && j->c.sums && j->c.sums->force)
+    ret = force_ranges (&j->ranges, j->c.sums->force, j->c.sums->chunk,
+                        j->size, &r->error);
   if (ret == 0 && j->c.sums)
     ret = chunk_ranges (&j->ranges, j->c.sums->chunk, j->size, &r->error);
+  if (ret == 0 && j->o->only)
+    ret = select_chunks (&j->ranges, j->c.sums->chunk, j->o->only,
+                         &r->error);
   if (ret == -1)
     return -1;
   j->c.ranges = &j->ranges;

@@ -324,7 +324,9 @@ hash_piece (struct copy *c, struct slot *s)
               SUMS_DIGEST);
     else
       sums_hash (s->buf + (pos - s->offset), len, d);
-    s->same[k] = sums->compare && memcmp (have, d, SUMS_DIGEST) == 0;
+    s->same[k] = sums->compare &&
+      !(sums->force && sums->force[first + k]) &&
+      memcmp (have, d, SUMS_DIGEST) == 0;
     if (sums->compare && sums->differ)
       sums->differ[first + k] = !s->same[k];
     if (s->same[k])

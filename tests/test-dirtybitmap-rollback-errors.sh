@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# dirtybitmap rollback: what it refuses, each with a message naming
+# the problem and nothing written; and a machine of two disks rolled
+# back at once, one of them with its newest checksums damaged (its
+# tracking is then not trusted: it is compared by reading it).
+source ./functions.sh
+set -e
+set -x
+requires_dirtybitmap_filter
+requires qemu-img --version
+requires qemu-nbd --version
+requires python3 -c 'import nbd'
+source "$abs_top_srcdir/tests/machine-lib.sh"
+source "$abs_top_srcdir/tests/repo-lib.sh"
+
+size=$((8 * 1024 * 1024))
+start_disk a $size
+start_disk b $size
+start_disk small $((size / 2))
+spec () { echo "control=$PWD/$1.ctl,source=$(uri "${2:-$1}"),name=$1"; }
+# ctl SOCKET REQUEST: one request on the control socket; its error
+# fails the test.
+ctl ()
+{
+    python3 -c '
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+f = s.makefile("rw"); f.write(sys.argv[2] + "\n"); f.flush()
+r = json.loads(f.readline())
+if "return" not in r: sys.exit("%s" % r["error"]["desc"])' "$@"
+}
+
+write_some 1 a b
+rbackup mon a b
+snapshot a mon
+snapshot b mon
+write_some 2 a b
+rbackup tue a b
+write_some 3 a b
+cp a.img a.now
+cp b.img b.now
+
+# Bad command lines and points: nothing written.
+tool_fails -k a.img "expecting DIR[@POINT]" rollback --disk "$(spec a)"
+tool_fails -k a.img "--control SOCKET or --disk is required" \
+           rollback "$repo@mon"
+tool_fails -k a.img "--control and --disk: use one form" \
+           rollback "$repo@mon" --disk "$(spec a)" --control a.ctl "$(uri a)"
+tool_fails -k a.img "name=NAME (the disk's name in the repository) is required" \
+           rollback "$repo@mon" --disk "control=$PWD/a.ctl,source=$(uri a)"
+tool_fails -k a.img "has no point sun" \
+           rollback "$repo@sun" --disk "$(spec a)"
+tool_fails -k a.img "point mon has no disk c" \
+           rollback "$repo@mon" --disk "$(spec c a)"
+tool_fails -k a.img "point mon has 2 disks: give each with --disk control=SOCKET,source=URI,name=NAME" \
+           rollback "$repo@mon" --control "$PWD/a.ctl" "$(uri a)"
+tool_fails -k small.img \
+           "is 4194304 bytes, but disk a at point mon is 8388608 bytes: a rollback writes a target of the disk's size (nothing was written)" \
+           rollback "$repo@mon" --disk "control=$PWD/small.ctl,source=$(uri small),name=a"
+
+# A backup view open on the disk (someone's backup running).
+ctl "$PWD/a.ctl" '{"execute": "backup-begin", "arguments": {"name": "other"}}'
+tool_fails -k a.img "rollback: disk a: $PWD/a.ctl: a backup is running on it: wait for it to end" \
+           rollback "$repo@mon" --disk "$(spec a)"
+ctl "$PWD/a.ctl" '{"execute": "backup-end", "arguments": {"name": "other"}}'
+
+# The repository in use by a backup: refused before anything.
+exec 9> "$repo/lock"
+flock -x 9
+tool_fails -k a.img "is in use by another dirtybitmap" \
+           rollback "$repo@mon" --disk "$(spec a)"
+exec 9>&-
+cmp a.img a.now
+cmp b.img b.now
+
+# Two disks at once; b's checksums of the newest point damaged.
+sums_b=$(dirtybitmap list --output=json "$repo" | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["points"]:
+    if p["name"] == "tue":
+        for d in p["disks"]:
+            if d["name"] == "b":
+                print([f for f in d["files"] if f.endswith(".sums")][0])')
+printf 'garbage' | dd of="$sums_b" bs=1 seek=100 conv=notrunc
+dirtybitmap rollback "$repo@mon" --disk "$(spec a)" --disk "$(spec b)" \
+            > two.out 2> two.err
+cat two.out two.err
+cmp a.img a.mon
+cmp b.img b.mon
+grep -F "rollback: disk b: tracking lost (the checksums of point tue: $sums_b" two.err
+if grep -F "disk a: tracking lost" two.err; then
+    echo "$0: disk a's tracking was intact"
+    exit 1
+fi
+grep -F "a: verified: the " two.out
+grep -F "b: verified: the " two.out
