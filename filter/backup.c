@@ -172,7 +172,7 @@ backup_begin (const struct backup_params *p, const void *owner,
   begun.owner = owner;
   begun.end_with_owner = end_with_owner;
   pthread_mutex_unlock (&backup_lock);
-  nbdkit_debug ("dirtybitmap: backup view %s begun (%s%s%s%s)", p->name,
+  filter_debug ("backup view %s begun (%s%s%s%s)", p->name,
                 p->bitmap ? "incremental from " : "full",
                 p->bitmap ? p->bitmap : "",
                 p->checkpoint ? ", checkpoint " : "",
@@ -207,7 +207,7 @@ backup_end (const char *name, struct bmerr *err)
   inflight_grace ();            /* no write preserves into it any more */
   view_end (v);
   view_unref (v);
-  nbdkit_debug ("dirtybitmap: backup view %s ended", name);
+  filter_debug ("backup view %s ended", name);
   return 0;
 }
 

@@ -25,6 +25,7 @@
 #include "commands.h"
 #include "inflight.h"
 #include "protocol.h"
+#include "report.h"
 #include "restore.h"
 #include "store.h"
 #include "util.h"
@@ -211,7 +212,7 @@ pause_disk (struct session *s, struct bmerr *err)
   }
   paused_by = s;
   s->paused = true;
-  nbdkit_debug ("dirtybitmap: paused");
+  filter_debug ("paused");
   return 0;
 }
 
@@ -226,7 +227,7 @@ resume_disk (struct session *s, struct bmerr *err)
   s->paused = false;
   paused_by = NULL;
   inflight_open ();
-  nbdkit_debug ("dirtybitmap: resumed");
+  filter_debug ("resumed");
   return 0;
 }
 
@@ -287,7 +288,7 @@ commands_end (struct session *s)
 
   backup_owner_gone (s);
   if (s->paused) {
-    nbdkit_debug ("dirtybitmap: the control client that paused has gone: "
+    filter_debug ("the control client that paused has gone: "
                   "resuming");
     resume_disk (s, &err);
   }

@@ -52,7 +52,7 @@ struct client {
   char *out;                    /* replies not yet written */
   size_t out_len, out_cap;
   struct session session;
-  uint64_t active;              /* when it last sent something */
+  uint64_t last_heard;          /* activity when it last sent something */
 };
 
 static char *path;
@@ -64,7 +64,7 @@ static pthread_t thread;
 static bool running;
 static struct client *clients[MAX_CLIENTS];
 static size_t nr_clients;
-static uint64_t now;            /* a clock of client activity */
+static uint64_t activity;       /* a count of client activity */
 
 /*----------------------------------------------------------------------
  * The socket.
@@ -111,7 +111,7 @@ clear_path (const char *p, struct bmerr *err)
     bmerr_set (err, errno, "control=%s: %s", p, strerror (errno));
     return -1;
   }
-  nbdkit_debug ("dirtybitmap: control=%s: replacing a stale socket", p);
+  filter_debug ("control=%s: replacing a stale socket", p);
   if (unlink (p) == -1) {
     bmerr_set (err, errno, "control=%s: %s", p, strerror (errno));
     return -1;
@@ -266,7 +266,7 @@ read_client (struct client *c)
     return false;
   if (r == -1)
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-  c->active = ++now;
+  c->last_heard = ++activity;
   c->in_len += r;
   return run_lines (c) && flush_out (c);
 }
@@ -282,7 +282,8 @@ evict_idlest (void)
 
   for (i = 0; i < nr_clients; ++i)
     if (!clients[i]->session.paused &&
-        (victim == nr_clients || clients[i]->active < clients[victim]->active))
+        (victim == nr_clients ||
+         clients[i]->last_heard < clients[victim]->last_heard))
       victim = i;
   if (victim == nr_clients)
     return false;
@@ -293,7 +294,7 @@ evict_idlest (void)
                     MSG_NOSIGNAL) > 0)
     send (clients[victim]->fd, "\n", 1, MSG_NOSIGNAL);
   free (line);
-  nbdkit_debug ("dirtybitmap: control: %d clients: the one idle the longest "
+  filter_debug ("control: %d clients: the one idle the longest "
                 "was dropped", MAX_CLIENTS);
   drop (victim);
   return true;
@@ -343,7 +344,7 @@ accept_client (void)
     return;
   }
   c->fd = fd;
-  c->active = ++now;
+  c->last_heard = ++activity;
   clients[nr_clients++] = c;
 }
 

@@ -52,7 +52,7 @@ bm_debug (const char *fs, ...)
   if (vasprintf (&msg, fs, args) == -1)
     msg = NULL;
   va_end (args);
-  nbdkit_debug ("dirtybitmap: %s", msg ? msg : fs);
+  filter_debug ("%s", msg ? msg : fs);
   free (msg);
 }
 
@@ -69,7 +69,7 @@ bm_debug (const char *fs, ...)
 static void
 dirtybitmap_load (void)
 {
-  nbdkit_debug ("dirtybitmap: nbdkit-dirtybitmap-filter %s", PACKAGE_VERSION);
+  filter_debug ("nbdkit-dirtybitmap-filter %s", PACKAGE_VERSION);
 }
 
 static void

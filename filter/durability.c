@@ -31,6 +31,7 @@
 #include <nbdkit-filter.h>
 
 #include "durability.h"
+#include "report.h"
 
 extern int dirtybitmap_debug_verbose;
 
@@ -119,7 +120,7 @@ sync_to (uint64_t target, bool tell)
      * file (on_failure), and each request that it fails.
      */
     if (r == 0 && dirtybitmap_debug_verbose)
-      nbdkit_debug ("dirtybitmap: synced tickets up to %" PRIu64, upto);
+      filter_debug ("synced tickets up to %" PRIu64, upto);
     pthread_mutex_lock (&group_lock);
     syncing = false;
     if (r == -1 && !failed) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* report.h: the filter's error messages.  nbdkit prefixes a message
- * with the plugin's name, not the filter's, so every error of the
- * filter starts with "dirtybitmap: ", written here once.
+/* report.h: the filter's messages.  nbdkit prefixes a message with
+ * the plugin's name, not the filter's, so every error and debug
+ * message of the filter starts with "dirtybitmap: ", written here
+ * once.
  */
 
 #ifndef DIRTYBITMAP_REPORT_H
@@ -15,5 +16,10 @@
  * apply).
  */
 #define filter_error(...) nbdkit_error ("dirtybitmap: " __VA_ARGS__)
+
+/* The same for nbdkit_debug (-v, or -D dirtybitmap.verbose=1 for the
+ * write path's traces).
+ */
+#define filter_debug(...) nbdkit_debug ("dirtybitmap: " __VA_ARGS__)
 
 #endif /* DIRTYBITMAP_REPORT_H */

@@ -47,7 +47,7 @@ resize_locked (uint64_t disk_size, struct bitmap_set **retire,
     struct bitmap_set *clean;
 
     if (s->sized) {
-      nbdkit_debug ("dirtybitmap: disk size %" PRIu64 ", the file says %"
+      filter_debug ("disk size %" PRIu64 ", the file says %"
                     PRIu64 " (read-only: not recorded)", disk_size,
                     s->disk_size);
       return 0;
@@ -66,7 +66,7 @@ resize_locked (uint64_t disk_size, struct bitmap_set **retire,
      * a clean stop records it as it is then.
      */
     bmf_disk_written (store.file);
-    nbdkit_debug ("dirtybitmap: %s: the disk %s from %" PRIu64 " to %"
+    filter_debug ("%s: the disk %s from %" PRIu64 " to %"
                   PRIu64 " bytes: %s", bmf_path (store.file),
                   disk_size > s->disk_size ? "grew" : "shrank",
                   s->disk_size, disk_size,
@@ -75,7 +75,7 @@ resize_locked (uint64_t disk_size, struct bitmap_set **retire,
                   "bitmaps are cut to the new size");
   }
   else
-    nbdkit_debug ("dirtybitmap: %s: disk size is %" PRIu64,
+    filter_debug ("%s: disk size is %" PRIu64,
                   bmf_path (store.file), disk_size);
   return commit_live_locked (apply_resize, &disk_size, true, retire, err);
 }

@@ -17,6 +17,7 @@
 
 #include <nbdkit-filter.h>
 
+#include "report.h"
 #include "selection.h"
 #include "store.h"
 #include "store-impl.h"
@@ -81,7 +82,7 @@ store_transaction (struct action *acts, size_t n, struct bmerr *err)
     selection_forget_unless (in_current_set);
     for (i = 0; i < n; ++i) {
       char buf[BMF_MAX_NAME + 16];
-      nbdkit_debug ("dirtybitmap: action %s on bitmap %s",
+      filter_debug ("action %s on bitmap %s",
                     act_to_string (&acts[i], buf, sizeof buf),
                     acts[i].bitmap);
     }

@@ -94,7 +94,7 @@ alive_locked (void)
 
   if (store.open_recorded && !store.failed &&
       bmf_alive (store.file, &err) == -1)
-    nbdkit_debug ("dirtybitmap: %s", err.msg);
+    filter_debug ("%s", err.msg);
 }
 
 void
@@ -392,7 +392,7 @@ serve (const struct store_config *cfg, const char *sel)
     filter_error ("%s", err.msg);
     return -1;
   }
-  nbdkit_debug ("dirtybitmap: %s: %zu bitmaps, %zu recording, "
+  filter_debug ("%s: %zu bitmaps, %zu recording, "
                 "durability=%s%s", cfg->path, s->nr_named, s->nr_recording,
                 cfg->durability == BMF_STRICT ? "strict" :
                 cfg->durability == BMF_COARSE ? "coarse" : "flush",
@@ -462,7 +462,7 @@ store_close (void)
       disk_seen (t);
     }
     if (t && bmf_txn_commit (t, &err) == 0)
-      nbdkit_debug ("dirtybitmap: %s: closed cleanly",
+      filter_debug ("%s: closed cleanly",
                     bmf_path (store.file));
     else
       filter_error ("%s", err.msg);

@@ -95,7 +95,7 @@ test_pause_point (const char *point)
   pthread_once (&once, read_env);
   if (points == NULL || !listed (point) || !first_at (point))
     return;
-  nbdkit_debug ("dirtybitmap: test pause point %s: reached", point);
+  filter_debug ("test pause point %s: reached", point);
   if ((fd = open_fifo (point, "reached", O_WRONLY)) == -1)
     return;
   close (fd);
@@ -105,5 +105,5 @@ test_pause_point (const char *point)
     n = read (fd, buf, sizeof buf);
   while (n > 0 || (n == -1 && errno == EINTR));
   close (fd);
-  nbdkit_debug ("dirtybitmap: test pause point %s: released", point);
+  filter_debug ("test pause point %s: released", point);
 }

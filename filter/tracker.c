@@ -522,7 +522,7 @@ set_bits_locked (struct bitmap_set *s, uint64_t offset, uint32_t count)
     if (range_of (&lb->bits, lb->gbits, offset, count, &first, &last) &&
         bits_set_range (&lb->bits, first, last) &&
         dirtybitmap_debug_verbose)
-      nbdkit_debug ("dirtybitmap: %s: dirtied granules %" PRIu64
+      filter_debug ("%s: dirtied granules %" PRIu64
                     "-%" PRIu64, lb->name ? lb->name : "(old data)",
                     first, last);
   }

@@ -755,8 +755,8 @@ bmf_decode_dir (const unsigned char *buf, size_t len, uint32_t crc,
   return p->count > before ? -1 : 0;
 }
 
-static int
-region_cmp (const void *a, const void *b)
+int
+bmf_region_cmp (const void *a, const void *b)
 {
   const struct bmf_region *ra = a, *rb = b;
   return ra->offset < rb->offset ? -1 : ra->offset > rb->offset;
@@ -808,7 +808,7 @@ bmf_check_overlaps (const struct bmf_state *st, struct bmf_problems *p)
     return;
   }
   n = bmf_state_regions (st, r);
-  qsort (r, n, sizeof *r, region_cmp);
+  qsort (r, n, sizeof *r, bmf_region_cmp);
   for (i = 1; i < n; ++i)
     if (r[i - 1].offset + r[i - 1].length > r[i].offset)
       bmf_problem (p, "regions at offsets %" PRIu64 " and %" PRIu64

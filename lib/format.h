@@ -275,6 +275,9 @@ extern size_t bmf_max_regions (const struct bmf_state *st);
 extern size_t bmf_state_regions (const struct bmf_state *st,
                                  struct bmf_region *r);
 
+/* Regions by offset, for qsort. */
+extern int bmf_region_cmp (const void *a, const void *b);
+
 /* Report regions (the directory, bitmap data, the shadow table and
  * the shadows) that overlap.
  */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* txn-impl.h: what the files of a transaction share (txn.c, the
- * operations and the commit; txn-shadow.c, the coarse shadows).
- * Never included outside lib/.
+ * operations and the commit; txn-shadow.c, the coarse shadows;
+ * txn-restore.c, the restore record; txn-space.c, the space they all
+ * write into; txn-sync.c, what a commit makes durable).  Never
+ * included outside lib/.
  */
 
 #ifndef DIRTYBITMAP_TXN_IMPL_H
@@ -25,7 +27,7 @@ struct bmf_txn {
 };
 
 /* Find, allocate and zero length bytes of space that nothing in use
- * refers to (first fit); *offset is 0 for a length of 0.
+ * refers to (first fit); *offset is 0 for a length of 0 (txn-space.c).
  */
 extern int txn_alloc_region (struct bmf_txn *t, uint64_t length,
                              uint64_t *offset, struct bmerr *err);

@@ -58,7 +58,8 @@ MAPS = {
     "tool/copy": "tool/copy/internal.h",
 }
 # A file name in a map: a word ending in .c or .h, maybe with a folder.
-MAP_NAME = re.compile(r"(?<![\w./-])([\w-]+(?:/[\w-]+)*\.[ch])(?![\w.])")
+# (A full stop after a name ends a sentence: "... in open.c.")
+MAP_NAME = re.compile(r"(?<![\w./-])([\w-]+(?:/[\w-]+)*\.[ch])(?!\w|\.\w)")
 
 
 def map_comment(text):

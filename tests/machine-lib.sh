@@ -7,6 +7,8 @@
 # the test sets disk_verbose= : a debug line per request costs much
 # under a writer that does not stop).
 disk_verbose=-v
+requires_dirtybitmap_filter
+requires python3 -c 'import nbd'
 
 moracle="$abs_top_srcdir/tests/machine-oracle.py"
 qga="$abs_top_srcdir/tests/fake-qga.py"
@@ -155,6 +157,72 @@ backup_fails ()
     incomplete "$err"
 }
 
+# remedy ERRFILE NEW: the commands the refusal in ERRFILE says to run,
+# one per disk of $disks, exactly "dirtybitmap bitmap --remove
+# --control CTL NEW"; they are run.
+remedy ()
+{
+    local n
+    grep -oE "dirtybitmap bitmap --remove --control [^ '\"\`]+ [^ '\"\`;,]+" \
+         "$1" | sed 's/[.]$//' > remedy.sh
+    cat remedy.sh
+    for n in $disks; do
+        echo "dirtybitmap bitmap --remove --control $PWD/$n.ctl $2"
+    done > remedy.expected
+    diff -u <(sort remedy.expected) <(sort -u remedy.sh)
+    sh -ex remedy.sh
+}
+
+# three_backed_up: disks a, b and c served, written, and backed up in
+# full with checkpoint c1 into NAME.bak, then written again (what an
+# incremental from c1 copies); argv holds the --disk options of that
+# backup.
+three_backed_up ()
+{
+    local n
+    disks="a b c"
+    argv=()
+    for n in $disks; do
+        start_disk $n 8M
+        argv+=(--disk "$(disk $n $n.bak)")
+    done
+    write_some 1 $disks
+    backup "${argv[@]}" --checkpoint c1
+    same_disks $disks
+    write_some 2 $disks
+}
+
+# modes_are JSON "NAME=MODE...": the backup whose --output=json is in
+# the file JSON completed, each disk NAME copied as MODE (full,
+# incremental, resync).
+modes_are ()
+{
+    python3 - "$@" <<'EOF2'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["result"] == "complete", d
+mode = {x["name"]: x["mode"] for x in d["disks"]}
+want = dict(w.split("=") for w in sys.argv[2].split())
+assert mode == want, (mode, want)
+EOF2
+}
+
+# job_fails ERRFILE [FILE...]: the backup running as $job exits with
+# status 1, its stderr (ERRFILE, shown after each FILE) ending in
+# "backup incomplete".
+job_fails ()
+{
+    local err=$1 r=0
+    shift
+    wait $job || r=$?
+    cat "$@" "$err"
+    if [ $r -ne 1 ]; then
+        echo "$0: dirtybitmap backup exited with status $r, expected 1"
+        exit 1
+    fi
+    incomplete "$err"
+}
+
 # same_disks NAME...: with nothing writing, each disk NAME.img equals
 # its backup NAME.bak (cmp).
 same_disks ()
@@ -195,15 +263,17 @@ target_writes ()
 # log: read apart, the second catches up with the first.)
 wait_target_busy ()
 {
-    local i log
-    for (( i = 0; i < 3000; ++i )); do
-        log=$(cat "$1" 2>/dev/null || :)
-        [ "$(grep -c ' Write id=' <<< "$log")" -gt \
-          "$(grep -c '\.\.\.Write .* return=0' <<< "$log")" ] && return 0
-        sleep 0.01
-    done
+    wait_until -i 0.01 30 _target_busy "$1" && return 0
     echo "$0: the slow target $1 held no write in 30 s"
     exit 1
+}
+_target_busy ()
+{
+    local log
+
+    log=$(cat "$1" 2>/dev/null || :)
+    [ "$(grep -c ' Write id=' <<< "$log")" -gt \
+      "$(grep -c '\.\.\.Write .* return=0' <<< "$log")" ]
 }
 
 # agent [OPTIONS]: (re)start the fake guest agent (fake-qga.py serve)
@@ -222,10 +292,7 @@ agent ()
             ${probe_args+"${probe_args[@]}"} &
     agent_pid=$!
     cleanup_fn kill_nbdkit $agent_pid
-    for (( i = 0; i < 100; ++i )); do
-        [ -e qga.sock.ready ] && return 0
-        sleep 0.1
-    done
+    wait_until 10 [ -e qga.sock.ready ] && return 0
     echo "$0: the fake agent did not start"
     exit 1
 }

@@ -29,14 +29,11 @@ scratch_blocks () {
 # wait_writes LOG: until the target behind the log filter writing LOG
 # has completed a write (10 s at most, else the test fails).
 wait_writes () {
-    local i
-    for (( i = 0; i < 100; ++i )); do
-        [ "$(writes_done "$1")" -gt 0 ] && return 0
-        sleep 0.1
-    done
+    wait_until 10 _wrote "$1" && return 0
     echo "$0: the backup wrote nothing to its target in 10 seconds"
     exit 1
 }
+_wrote () { [ "$(writes_done "$1")" -gt 0 ]; }
 writes_done () {
     grep -c '\.\.\.Write .* return=0' "$1" || :
 }
@@ -119,11 +116,8 @@ query > q
 grep -Fx "backup backup" q
 kill -9 $job
 wait $job || test $? = 137
-for (( i = 0; i < 100; ++i )); do
-    query > q
-    grep -Fx "backup None" q && break || :
-    sleep 0.1
-done
+view_ended () { query > q; grep -Fx "backup None" q; }
+wait_until 10 view_ended || :
 cat q
 grep -Fx "backup None" q
 grep -Fx "bitmaps b0 other c1" q

@@ -127,11 +127,11 @@ timeout --foreground -k 5 60 dirtybitmap backup "${argv[@]}" --incremental b1 --
 job=$!
 timeout 30 cat freeze.reached
 # The tool has paused every server and begun a's and b's views.
-for (( i = 0; i < 100; ++i )); do
-    state a | grep -qF " view=backup " &&
-        state b | grep -qF " view=backup " && break
-    sleep 0.1
-done
+views_begun ()
+{
+    state a | grep -qF " view=backup " && state b | grep -qF " view=backup "
+}
+wait_until 10 views_begun || :
 state a | grep -F "paused=true view=backup "
 state b | grep -F "paused=true view=backup "
 kill9 $cpid

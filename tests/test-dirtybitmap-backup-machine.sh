@@ -47,12 +47,8 @@ python3 "$moracle" write w.log stop 6 $blocks $(uri a) $(uri b) $(uri c) &
 writer=$!
 # Every disk written to (the writer running, not merely started)
 # before the first backup.
-for (( i = 0; i < 300; ++i )); do
-    [ -e w.log ] && [ "$(cut -d' ' -f1 w.log | sort -u | tr -d '\n')" = 012 ] &&
-        break
-    sleep 0.1
-done
-test "$(cut -d' ' -f1 w.log | sort -u | tr -d '\n')" = 012
+all_written () { [ "$(cut -d' ' -f1 w.log | sort -u | tr -d '\n')" = 012 ]; }
+wait_until 30 all_written
 
 # set_args: the three --disk options, into targets NAME.bak.
 set_args ()

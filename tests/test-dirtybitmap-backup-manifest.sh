@@ -56,10 +56,8 @@ kill -STOP "$(cat t.pid)"
 backup "${args[@]}" --incremental c1 --checkpoint c2 --remove-incremental \
        --manifest mdir/m.json > late.out 2> late.err &
 job=$!
-for (( i = 0; i < 300; ++i )); do
-    state b | grep -q ' view=backup ' && break
-    sleep 0.1
-done
+b_begun () { state b | grep -q ' view=backup '; }
+wait_until 30 b_begun || :
 state b | grep ' view=backup '
 rm -r mdir
 kill -CONT "$(cat t.pid)"

@@ -118,12 +118,8 @@ EOF
 writer=$!
 # Every disk written to (the writer running, not merely started)
 # before the first backup.
-for (( i = 0; i < 300; ++i )); do
-    [ -e w.log ] && [ "$(cut -d' ' -f1 w.log | sort -u | tr -d '\n')" = 012 ] &&
-        break
-    sleep 0.1
-done
-test "$(cut -d' ' -f1 w.log | sort -u | tr -d '\n')" = 012
+all_written () { [ "$(cut -d' ' -f1 w.log | sort -u | tr -d '\n')" = 012 ]; }
+wait_until 30 all_written
 
 # disk_args TARGET-PATTERN: the three --disk options into args, X in
 # the pattern replaced by the disk's name.

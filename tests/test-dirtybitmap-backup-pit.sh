@@ -28,6 +28,7 @@ requires python3 -c 'import nbd'
 oracle="$abs_top_srcdir/tests/backup-oracle.py"
 blocks=8192                                     # 32 MiB
 half=$((blocks / 2))
+both_running () { [ -s w1.log ] && [ -s w2.log ]; }
 
 for g in 4K 64K 1M; do
     rm -f disk.img* backup*.img cut* w*.log stop ctl pid
@@ -43,11 +44,7 @@ for g in 4K 64K 1M; do
     w2=$!
     # Both writers running (not merely started: a loaded machine may
     # take seconds to start them) before the first cut.
-    for (( i = 0; i < 300; ++i )); do
-        [ -s w1.log ] && [ -s w2.log ] && break
-        sleep 0.1
-    done
-    test -s w1.log && test -s w2.log
+    wait_until 30 both_running
 
     # A full backup, then two incrementals into the same target.
     for round in 1 2 3; do

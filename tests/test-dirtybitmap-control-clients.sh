@@ -49,8 +49,7 @@ EOF2
 python3 bad-clients.py "$ctl" &
 bad=$!
 cleanup_fn touch "$PWD/done"
-for (( i = 0; i < 100; ++i )); do [ -e ready ] && break; sleep 0.1; done
-test -e ready
+wait_until 10 [ -e ready ]
 
 # Another client's commands, and the disk.
 timeout 10 python3 "$abs_top_srcdir/tests/control.py" ok "$ctl" \
@@ -63,8 +62,7 @@ cat query
 grep -F '{"consistent": true, "dirty-bytes": 4096, "granularity": 4096, "name": "b1", "recording": true, "selected": false}' query
 
 # The deaf client was dropped, and nobody waited for it.
-for (( i = 0; i < 100; ++i )); do [ -e dropped ] && break; sleep 0.1; done
-test -e dropped
+wait_until 10 [ -e dropped ]
 timeout 10 python3 "$abs_top_srcdir/tests/control.py" query "$ctl" > query2
 touch done
 wait $bad

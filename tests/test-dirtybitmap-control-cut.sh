@@ -37,11 +37,7 @@ run ()
         writers+=($!)
     done
     for i in 1 2 3; do
-        for (( t = 0; t < 200; ++t )); do
-            [ -e $mode/w$i.log.ready ] && break
-            sleep 0.05
-        done
-        test -e $mode/w$i.log.ready
+        wait_until -i 0.05 10 [ -e $mode/w$i.log.ready ]
     done
 
     python3 "$here/control-cut.py" rotate "$ctl" $cuts $g $mode/cuts

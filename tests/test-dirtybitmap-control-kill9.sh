@@ -36,11 +36,7 @@ for (( r = 0; r < rounds; ++r )); do
         writers+=($!)
     done
     for i in 1 2; do
-        for (( t = 0; t < 200; ++t )); do
-            [ -e w$i.log.ready ] && break
-            sleep 0.05
-        done
-        test -e w$i.log.ready
+        wait_until -i 0.05 10 [ -e w$i.log.ready ]
     done
 
     python3 "$here/control-kill.py" txn "$ctl" $nbdkit_pid $j $g txn.json

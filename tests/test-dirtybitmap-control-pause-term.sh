@@ -23,7 +23,7 @@ mkdir h
 python3 "$abs_top_srcdir/tests/control-hold.py" "$ctl" h &
 holder=$!
 cleanup_fn touch "$PWD/h/close"
-for (( i = 0; i < 100; ++i )); do [ -e h/paused ] && break; sleep 0.1; done
+wait_until 10 [ -e h/paused ]
 grep -Fx '{"return":{}}' h/paused
 
 # A write, held: it reached our filter (wait up to 10 s for that), and
@@ -43,11 +43,7 @@ kill -s 0 $writer
 
 start=$SECONDS
 kill -TERM $nbdkit_pid
-for (( i = 0; i < 50; ++i )); do
-    kill -s 0 $nbdkit_pid 2>/dev/null || break
-    sleep 0.1
-done
-if kill -s 0 $nbdkit_pid 2>/dev/null; then
+if ! wait_until 5 gone $nbdkit_pid; then
     echo "$0: a paused nbdkit did not exit within 5 seconds of SIGTERM"
     exit 1
 fi

@@ -24,17 +24,6 @@ start_nbdkit_child -P "$PWD/pid" -U "$sock" -v \
                    file disk.img bitmap=b0 action=add granularity=4K \
                    control="$ctl" logfile="$PWD/log" 2> nbdkit.err
 
-# wait_for FILE [TENTHS]: until FILE exists (default 10 s).
-wait_for ()
-{
-    local i
-    for (( i = 0; i < ${2:-100}; ++i )); do
-        [ -e "$1" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 # write_bg OFFSET TAG: a write of 4096 bytes of TAG in the background;
 # TAG.done appears once it completed.
 write_bg ()
@@ -73,7 +62,7 @@ passed ()
 mkdir h1
 python3 "$hold" "$ctl" h1 &
 holder=$!
-wait_for h1/paused
+wait_until 10 [ -e h1/paused ]
 grep -Fx '{"return":{}}' h1/paused
 # The reply came after a flush reached the plugin.
 grep -E "\.\.\.Flush .*return=0" log
@@ -92,7 +81,7 @@ if [ -e a.done ]; then
     exit 1
 fi
 touch h1/resume
-wait_for h1/resumed
+wait_until 10 [ -e h1/resumed ]
 grep -Fx '{"return":{}}' h1/resumed
 wait $writer
 test -e a.done
@@ -106,7 +95,7 @@ grep -Fx 'paused false' query
 mkdir h2
 python3 "$hold" "$ctl" h2 &
 holder=$!
-wait_for h2/paused
+wait_until 10 [ -e h2/paused ]
 write_bg 65536 b
 writer=$!
 held 65536

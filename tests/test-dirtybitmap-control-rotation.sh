@@ -57,7 +57,7 @@ while not os.path.exists ("stop"):
 writer=$!
 stop_writer () { kill $writer 2>/dev/null || :; }
 cleanup_fn stop_writer
-while [ ! -e writing ]; do sleep 0.1; done
+wait_until 60 [ -e writing ]
 
 round ()
 {

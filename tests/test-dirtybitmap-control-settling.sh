@@ -73,11 +73,7 @@ kill_in_settle ()
     st=$!
     cleanup_fn sh -c "kill $st 2>/dev/null; :"
     # Until every thread is traced.
-    for (( i = 0; i < 100; ++i )); do
-        traced $pid && break
-        sleep 0.1
-    done
-    traced $pid
+    wait_until 10 traced $pid
     # No reply: the server dies before it can send one.
     python3 - "$PWD/ctl.sock" > reply <<'EOF'
 import socket, sys

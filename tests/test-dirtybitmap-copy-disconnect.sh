@@ -14,11 +14,7 @@ size=$((1024 * 1024))
 sock="$tmpdir/open.sock"
 python3 "$abs_top_srcdir/tests/hostile-nbd.py" --socket "$sock" \
         --pidfile "$tmpdir/open.pid" --size $size --mode keep-open &
-for (( i = 0; i < 100; ++i )); do
-    [ -s open.pid ] && break
-    sleep 0.1
-done
-test -s open.pid
+wait_until 10 [ -s open.pid ]
 cleanup_fn kill_nbdkit "$(cat open.pid)"
 
 # The disk the server serves: "0123456789abcdef" over and over.

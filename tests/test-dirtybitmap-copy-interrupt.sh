@@ -38,22 +38,20 @@ reads_done ()
     grep -c '\.\.\.Read .* return=0' src.log || :
 }
 
+read_more_than () { [ "$(reads_done)" -gt "$1" ]; }
+
 # interrupt SIGNAL ARGS...: run "dirtybitmap copy ARGS" in the
 # background, send SIGNAL once the source has served it a read (so
 # mid-copy: the copy is under way, and far from done); sets r and
 # secs (from the signal to the exit).
 interrupt ()
 {
-    local signal=$1 t0 t1 before i
+    local signal=$1 t0 t1 before
     shift
     before=$(reads_done)
     dirtybitmap copy --requests 2 --request-size 64K "$@" > out 2> err &
     copy=$!
-    for (( i = 0; i < 100; ++i )); do
-        [ "$(reads_done)" -gt "$before" ] && break
-        sleep 0.1
-    done
-    if [ "$(reads_done)" -le "$before" ]; then
+    if ! wait_until 10 read_more_than "$before"; then
         echo "$0: the copy read nothing in 10 seconds"
         exit 1
     fi

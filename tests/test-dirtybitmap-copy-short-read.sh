@@ -14,11 +14,7 @@ size=$((1024 * 1024))
 sock="$tmpdir/short.sock"
 python3 "$abs_top_srcdir/tests/hostile-nbd.py" --socket "$sock" \
         --pidfile "$tmpdir/short.pid" --size $size --mode short-read &
-for (( i = 0; i < 100; ++i )); do
-    [ -s short.pid ] && break
-    sleep 0.1
-done
-test -s short.pid
+wait_until 10 [ -s short.pid ]
 cleanup_fn kill_nbdkit "$(cat short.pid)"
 
 r=0

@@ -90,6 +90,8 @@ print("changed", changed, "dirty", sum(dirty), "missing", missing)
 sys.exit(1 if missing or not changed else 0)
 EOF2
 
+both_started () { [ -f started.$1 ] && [ -f started.$(($1 + 1000)) ]; }
+
 for (( i = 1; i <= rounds; ++i )); do
     cp disk.img before.img
     : > sent
@@ -99,10 +101,7 @@ for (( i = 1; i <= rounds; ++i )); do
     python3 client.py $i "nbd+unix:///?socket=$sock" & c1=$!
     python3 client.py $((i + 1000)) "nbd+unix:///?socket=$sock" & c2=$!
     # A random moment, 0 to 200 ms after both clients have written.
-    for (( j = 0; j < 1000; ++j )); do
-        [ -f started.$i ] && [ -f started.$((i + 1000)) ] && break
-        sleep 0.01
-    done
+    wait_until -i 0.01 10 both_started $i || :
     sleep "$(printf 0.%03d $(( RANDOM % 200 )))"
     kill9 $nbdkit_pid
     # (One wait each: "wait A B" returns the status of B alone.)

@@ -98,11 +98,7 @@ EOF
 gdb -q -batch -p "$pid" -x eio.gdb > gdb.log 2>&1 &
 gdb_pid=$!
 cleanup_fn sh -c "kill $gdb_pid 2>/dev/null; :"
-for (( i = 0; i < 300; ++i )); do
-    grep -q '^ready' gdb.log && break
-    sleep 0.1
-done
-grep -q '^ready' gdb.log
+wait_until 30 grep -q '^ready' gdb.log
 python3 "$abs_top_srcdir/tests/control.py" send "$PWD/ctl.sock" \
         '{"execute": "transaction", "arguments": {"actions": [{"action": "add", "bitmap": "b1"}, {"action": "disable", "bitmap": "b0"}]}}' \
         > reply

@@ -64,11 +64,7 @@ run ()
     nbdsh -u "$uri" -c 'h.pwrite(b"a" * 4096, 0)' -c 'h.flush()'
     python3 other.py "$uri" $4 &
     other_pid=$!
-    for (( i = 0; i < 100; ++i )); do
-        [ -e connected ] && break
-        sleep 0.1
-    done
-    test -e connected
+    wait_until 10 [ -e connected ]
 
     cat > $case.gdb <<EOF
 set pagination off
@@ -103,11 +99,7 @@ EOF
         > $case.log 2>&1 &
     gdb_pid=$!
     cleanup_fn sh -c "kill $gdb_pid $other_pid 2>/dev/null; :"
-    for (( i = 0; i < 300; ++i )); do
-        grep -q '^ready' $case.log && break
-        sleep 0.1
-    done
-    grep -q '^ready' $case.log
+    wait_until 30 grep -q '^ready' $case.log
     nbdsh -u "$uri" -c 'h.pwrite(b"b" * 4096, 1 << 20)'
     wait $gdb_pid
     wait $other_pid

@@ -65,11 +65,7 @@ rebooted nbdkit -f -P "$PWD/pid2" -U "$PWD/sock" --filter="$FILTER" \
          file disk.img control="$PWD/ctl" 2> start.err &
 pid2=$!
 cleanup_fn kill_nbdkit $pid2
-for (( i = 0; i < 100; ++i )); do
-    [ -S ctl ] && break
-    sleep 0.1
-done
-test -S ctl
+wait_until 10 [ -S ctl ]
 cat start.err
 grep -F "the machine stopped while durability=coarse was recording: bitmap c1: 33554432 bytes are dirty because of it (from its coarse shadow)" start.err
 

@@ -30,10 +30,10 @@ touch -d '1 minute ago' disk.img        # no wait at the first start
 # kernel stamps a write with a clock that may lag a few milliseconds).
 early ()
 {
-    local s=$(date +%s)
-    while [ "$(date +%s)" = "$s" ]; do sleep 0.005; done
+    wait_until -i 0.005 2 not_second "$(date +%s)"
     sleep 0.05
 }
+not_second () { [ "$(date +%s)" != "$1" ]; }
 
 # holds_or_found BITMAP G: the rule after a write of granule G made
 # without the filter: a start (read-only: it judges, and records

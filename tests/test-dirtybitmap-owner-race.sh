@@ -21,7 +21,7 @@ strace -f -o /dev/null -e trace=unlink -e inject=unlink:delay_enter=300000 \
        action=add action=merge:missing --run true 2> a.err &
 a=$!
 # B: starts while A holds the file (if A ever shows it at the path).
-for (( i = 0; i < 30; ++i )); do test -e "$bm" && break; sleep 0.1; done
+wait_until 3 test -e "$bm" || :
 strace -f -o /dev/null -e trace=flock -e inject=flock:delay_enter=600000 \
        nbdkit -f -P "$PWD/pidb" -U "$PWD/sockb" --filter="$FILTER" \
        file disk.img bitmap=b0 action=add 2> b.err &
@@ -31,7 +31,7 @@ if wait $a; then
 fi
 cat a.err
 grep -F "dirtybitmap: action merge:missing on bitmap b0 failed: bitmap missing not found" a.err
-for (( i = 0; i < 100; ++i )); do test -s pidb && break; sleep 0.1; done
+wait_until 10 test -s pidb
 pidb=$(cat pidb)
 cleanup_fn kill_nbdkit $pidb
 nbdsh -u "nbd+unix:///?socket=$PWD/sockb" -c 'h.pwrite(b"b", 131072)'

@@ -62,7 +62,7 @@ test "$(wc -l < want.qemu)" -ge 4
 
 # The move, and the server.
 run 1
-for (( i = 0; i < 100; ++i )); do test -s vm.pid && break; sleep 0.1; done
+wait_until 10 test -s vm.pid
 cleanup_fn kill_nbdkit "$(cat vm.pid)"
 qemu-img compare -f qcow2 -F raw vm.qcow2 vm.img
 # b0 is what qemu recorded, granule for granule.

@@ -160,10 +160,7 @@ cmp a.c3 out-new.img
 dirtybitmap serve "$repo@c2" --socket "$PWD/c2.sock" > serve.out 2> serve.err &
 spid=$!
 cleanup_fn kill_nbdkit $spid
-for (( i = 0; i < 100; ++i )); do
-    [ -S c2.sock ] && break
-    sleep 0.1
-done
+wait_until 10 [ -S c2.sock ]
 nbdcopy "nbd+unix:///?socket=$PWD/c2.sock" served-c2.img
 cmp a.c2 served-c2.img
 nbdsh -u "nbd+unix:///?socket=$PWD/c2.sock" -c 'assert h.is_read_only()'

@@ -145,7 +145,7 @@ test ! -e s
 dirtybitmap serve "$repo@c2" --disk b --socket "$PWD/b.c2.sock" > serve.out &
 spid=$!
 cleanup_fn kill_nbdkit $spid
-for (( i = 0; i < 100; ++i )); do [ -S b.c2.sock ] && break; sleep 0.1; done
+wait_until 10 [ -S b.c2.sock ]
 nbdcopy "nbd+unix:///?socket=$PWD/b.c2.sock" served
 cmp b.c2 served
 kill -INT $spid

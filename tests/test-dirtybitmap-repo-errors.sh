@@ -148,8 +148,7 @@ hold ()
     rm -f held
     flock -F "$@" R/lock sh -c 'touch held; exec sleep 60' &
     holder=$!
-    for (( i = 0; i < 100; ++i )); do [ -e held ] && return 0; sleep 0.1; done
-    exit 1
+    wait_until 10 [ -e held ]
 }
 release ()
 {

@@ -71,13 +71,15 @@ intact ()
 }
 
 # no_server: no qemu-nbd serves an image of the repository.
+no_qemu_nbd ()
+{
+    if pgrep -f "$repo/disks/" > /dev/null; then
+        return 1
+    fi
+}
 no_server ()
 {
-    local i
-    for (( i = 0; i < 50; ++i )); do
-        pgrep -f "$repo/disks/" > /dev/null || return 0
-        sleep 0.1
-    done
+    wait_until 5 no_qemu_nbd && return 0
     echo "$0: a qemu-nbd of the killed backup still runs"
     pgrep -af "$repo/disks/"
     exit 1

@@ -50,10 +50,7 @@ cp a.img a.p2
 dirtybitmap serve "$repo@p2" --socket "$PWD/p2.sock" > serve.out &
 spid=$!
 cleanup_fn kill_nbdkit $spid
-for (( i = 0; i < 100; ++i )); do
-    [ -S p2.sock ] && break
-    sleep 0.1
-done
+wait_until 10 [ -S p2.sock ] || :
 truncate -s $size b.img
 start_disk b $size restore-from="nbd+unix:///?socket=$PWD/p2.sock" \
            restore-checkpoint=p2

@@ -28,14 +28,11 @@ for (( n = 0; n < 10; ++n )); do
     [ $((n % 2)) = 0 ] || sig=INT
     dirtybitmap serve "$repo" --socket "$PWD/s.sock" > serve.out 2> serve.err &
     spid=$!
-    for (( i = 0; i < 1000; ++i )); do
-        [ -S s.sock ] && break
-        sleep 0.005
-    done
+    wait_until -i 0.005 5 [ -S s.sock ] || :
     kill -$sig $spid
     r=0
     # Bounded: one that hangs fails the test.
-    timeout 20 sh -c "while kill -0 $spid 2>/dev/null; do sleep 0.05; done" || {
+    wait_until -i 0.05 20 gone $spid || {
         echo "$0: serve did not end after SIG$sig"; kill -9 $spid; exit 1; }
     wait $spid || r=$?
     cat serve.out serve.err
@@ -62,12 +59,9 @@ chmod +x fake/qemu-nbd
 PATH="$PWD/fake:$PATH" FAKE_LOG="$PWD/fake.log" \
     dirtybitmap serve "$repo" --socket "$PWD/s.sock" > serve.out 2> serve.err &
 spid=$!
-for (( i = 0; i < 1000; ++i )); do
-    [ -s fake.log ] && break
-    sleep 0.01
-done
+wait_until -i 0.01 10 [ -s fake.log ] || :
 kill -TERM $spid
-timeout 20 sh -c "while kill -0 $spid 2>/dev/null; do sleep 0.05; done" || {
+wait_until -i 0.05 20 gone $spid || {
     echo "$0: serve did not end: it did not ask qemu-nbd again"
     kill -9 $spid; exit 1; }
 r=0
@@ -86,7 +80,7 @@ tool_fails -k taken.sock "serve: --socket $PWD/taken.sock: it exists (remove it 
 dirtybitmap serve "$repo@c1" --socket "$PWD/s.sock" > serve.out &
 spid=$!
 cleanup_fn kill_nbdkit $spid
-for (( i = 0; i < 100; ++i )); do [ -S s.sock ] && break; sleep 0.1; done
+wait_until 10 [ -S s.sock ]
 write_some 2 a
 tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap" \
     backup --repo "$repo" --control "$PWD/a.ctl" --checkpoint c2 "$(uri a)"

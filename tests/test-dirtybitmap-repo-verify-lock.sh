@@ -52,10 +52,7 @@ grep -E '^c1 .* -$' meanwhile.list           # nothing recorded yet
 
 # The second ends once the first has written the record.
 pid=$(cat second.pid)
-for (( i = 0; i < 300; ++i )); do
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.1
-done
+wait_until 30 gone $pid || :
 cat second.out
 t=$(sed -n 's/^point c1: verified ok at //p' second.out)
 test -n "$t"

@@ -30,10 +30,7 @@ done
 dirtybitmap serve "$repo@tue" --socket "$PWD/tue.sock" > serve.out &
 spid=$!
 cleanup_fn kill_nbdkit $spid
-for (( i = 0; i < 100; ++i )); do
-    [ -S tue.sock ] && break
-    sleep 0.1
-done
+wait_until 10 [ -S tue.sock ] || :
 truncate -s $size b.img
 start_disk b $size restore-from="nbd+unix:///?socket=$PWD/tue.sock" \
            restore-checkpoint=tue

@@ -116,15 +116,11 @@ uri="nbd+unix:///?socket=$sock"
 # SIGTERM, and the directory goes.
 start ()
 {
-    local i
     mkdir -p "$rundir"
     unshare -m --propagation private -- \
         bash "$abs_top_srcdir/tests/systemd-sandbox.sh" "${sandbox[@]}" \
         -- "${argv[@]}"
-    for (( i = 0; i < 100; ++i )); do
-        [ -s "$pidfile" ] && break
-        sleep 0.1
-    done
+    wait_until 10 [ -s "$pidfile" ] || :
     pid="$(cat "$pidfile")"
     kill -s 0 "$pid"
 }

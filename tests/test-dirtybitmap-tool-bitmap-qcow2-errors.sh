@@ -94,12 +94,9 @@ mkfifo hold
 qemu-io -f qcow2 held.qcow2 < hold > /dev/null &
 io=$!
 exec 3> hold
-for (( i = 0; i < 100; ++i )); do
-    qemu-img info -U --output=json held.qcow2 > held.info
-    if grep -F in-use held.info; then break; fi
-    sleep 0.1
-done
-grep -F in-use held.info
+in_use () { qemu-img info -U --output=json held.qcow2 > held.info &&
+            grep -F in-use held.info; }
+wait_until 10 in_use
 refused "dirtybitmap: Could not open 'held.qcow2': Failed to get shared \"write\" lock" \
         --merge b0 -b held.qcow2 -F qcow2 t.bitmaps t
 grep -Fx "Is another process using the image [held.qcow2]?" fails.err

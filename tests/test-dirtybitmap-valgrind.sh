@@ -25,11 +25,8 @@ valgrind --error-exitcode=9 --leak-check=full \
     durability=coarse &
 vg=$!
 cleanup_fn kill_nbdkit $vg
-for (( i = 0; i < 300; ++i )); do
-    [ -S "$sock" ] && [ -S "$ctl" ] && break
-    sleep 0.1
-done
-test -S "$ctl"
+listening () { [ -S "$sock" ] && [ -S "$ctl" ]; }
+wait_until 30 listening
 
 nbdsh -u "$uri" -c 'for i in range(64): h.pwrite(b"x" * 4096, i * 1048576)'
 for n in 1 2 3; do

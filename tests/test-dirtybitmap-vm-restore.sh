@@ -220,10 +220,7 @@ for d in 0 1; do
     cleanup_fn kill_nbdkit "$(cat serve$d.pid)"
 done
 for d in 0 1; do
-    for (( i = 0; i < 300; ++i )); do
-        [ -S point$d.sock ] && break
-        sleep 0.1
-    done
+    wait_until 30 [ -S point$d.sock ] || :
     cat serve$d.out
     [ -S point$d.sock ]
     start_nbdkit -P "$PWD/slow$d.pid" -U "$PWD/slow$d.sock" --filter=rate \
@@ -266,10 +263,7 @@ for d in 0 1; do
     mv rate$d.tmp rate$d
 done
 for d in 0 1; do
-    for (( i = 0; i < 1800; ++i )); do
-        restore_is $d true > /dev/null 2>&1 && break
-        sleep 0.1
-    done
+    wait_until 180 restore_is $d true > /dev/null 2>&1 || :
     restore_is $d true
 done
 say "restores complete after $(since)"

@@ -72,20 +72,26 @@ boot ()
 # gone, its last words are in $console when the reader has ended.)
 wait_console ()
 {
-    local i
-    for (( i = 0; i < $2 * 10; ++i )); do
-        grep -qF -- "$1" "$console" && return 0
-        grep -qF "vm: FAILED" "$console" && break
-        if ! kill -s 0 $qemu 2>/dev/null; then
-            wait $reader || :
-            grep -qF -- "$1" "$console" && return 0
-            break
-        fi
-        sleep 0.1
-    done
+    if wait_until "$2" _console_said "$1" &&
+       grep -qF -- "$1" "$console"; then
+        return 0
+    fi
     echo "$0: the guest never said: $1"
     cat "$console" "${console%.log}.qemu.out"
     exit 1
+}
+# _console_said TEXT: the guest said TEXT, or it will say nothing more
+# (it failed, or qemu is gone: once the reader has ended, its last
+# words are in $console).
+_console_said ()
+{
+    grep -qF -- "$1" "$console" && return 0
+    grep -qF "vm: FAILED" "$console" && return 0
+    if gone $qemu; then
+        wait $reader || :
+        return 0
+    fi
+    return 1
 }
 
 # no_errors WHEN: nothing the guest did failed (an I/O error, a write

@@ -86,7 +86,7 @@ fails "dirtybitmap: control=$long: longer than 107 bytes" \
                                --filter="$FILTER" file disk.img \
                                bitmap=b0 action=add control="$ctl";
  echo $nbdkit_pid > nbdkit.pid; wait $nbdkit_pid) &
-for (( i = 0; i < 100; ++i )); do [ -S "$ctl" ] && break; sleep 0.1; done
+wait_until 10 [ -S "$ctl" ]
 test "$(stat -c %a "$ctl")" = 600
 truncate -s 1M disk2.img
 fails "dirtybitmap: control=$ctl: in use by a running server" \
