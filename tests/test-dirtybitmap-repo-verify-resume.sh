@@ -21,9 +21,19 @@ source "$abs_top_srcdir/tests/repo-lib.sh"
 
 tool=$(command -v dirtybitmap)
 start_disk a 8M
-for p in c1 c2 c3; do
-    write_some $p a
-    rbackup $p a
+# Where each point writes, so that c2 reads the first cluster of c1
+# through c1's image and c3 holds it itself (whatever the test's path).
+for p in "c1 0 2" "c2 5" "c3 0"; do
+    set -- $p
+    python3 - "$(uri a)" "$@" <<'PY'
+import nbd, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+for c in sys.argv[3:]:
+    h.pwrite(sys.argv[2].encode() * 32768, int(c) * 65536)
+h.shutdown()
+PY
+    rbackup $1 a
 done
 
 # verified NAME: list's "verified" of point NAME, as JSON.
