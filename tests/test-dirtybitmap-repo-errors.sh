@@ -158,14 +158,14 @@ release ()
 }
 hold
 for cmd in "list $repo" "restore $repo@c1 x.img" "serve $repo --socket $PWD/s"; do
-    tool_fails "$repo is in use by another dirtybitmap (a backup): try again once it has ended" $cmd
+    tool_fails "$repo is in use by another dirtybitmap (a backup or a prune): try again once it has ended" $cmd
 done
-tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup, or a list, restore or serve reading it): try again once it has ended" \
+tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup or a prune, or a list, restore or serve reading it): try again once it has ended" \
     backup --repo "$repo" --control "$PWD/a.ctl" --checkpoint c3 "$(uri a)"
 release
 hold -s
 dirtybitmap list "$repo" > /dev/null
-tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup, or a list, restore or serve reading it)" \
+tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup or a prune, or a list, restore or serve reading it)" \
     backup --repo "$repo" --control "$PWD/a.ctl" --checkpoint c3 "$(uri a)"
 release
 test ! -e s

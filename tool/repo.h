@@ -4,7 +4,7 @@
  *
  *   DIR/repository.json         {"format": 1}: DIR is a repository
  *   DIR/lock                    flock(2): exclusive for a writer
- *                               (backup), shared for readers (list,
+ *                               (backup, prune), shared for readers (list,
  *                               restore, serve); never waited for
  *   DIR/points/POINT.json       a complete point (struct repo_point),
  *                               written atomically and last: a point
@@ -77,6 +77,9 @@ struct repo_points {
  */
 extern int repo_open (const char *dir, bool writer, struct repo *r,
                       struct bmerr *err);
+/* For a writer of a repository that must exist already (prune). */
+extern int repo_open_existing (const char *dir, struct repo *r,
+                               struct bmerr *err);
 extern void repo_close (struct repo *r);
 
 /* "DIR" or "DIR@POINT" (a point's name has no '@'; the whole of arg
