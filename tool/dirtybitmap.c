@@ -140,6 +140,8 @@ usage (int status)
 "  %s restore [-p] [--output=human|json] DIR[@POINT]\n"
 "            (TARGET | --disk NAME=TARGET...)\n"
 "  %s serve DIR[@POINT] [--disk NAME] --socket PATH\n"
+"  %s prune [--keep-last N] [--keep-daily N] [--keep-weekly N] ...\n"
+"            [--dry-run] [--output=human|json] DIR\n"
 "  %s verify [-p] [-f FMT] [--output=human|json] IMAGE_OR_URI SUMS\n"
 "  %s resize [--shrink] [--disk DISKFILE] FILE [+|-]SIZE\n"
 "\n"
@@ -161,7 +163,7 @@ usage (int status)
 "'%s SUBCOMMAND --help' describes a subcommand; see dirtybitmap(1).\n",
            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
-           prog, prog, prog);
+           prog, prog, prog, prog);
   exit (status);
 }
 
@@ -176,6 +178,7 @@ main (int argc, char *argv[])
     { "check", do_check }, { "copy", do_copy }, { "backup", do_backup },
     { "resize", do_resize }, { "verify", do_verify }, { "list", do_list },
     { "restore", do_restore }, { "serve", do_serve },
+    { "prune", do_prune },
   };
   size_t i;
 

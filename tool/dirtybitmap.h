@@ -30,6 +30,7 @@ extern int do_verify (int argc, char *argv[]);
 extern int do_list (int argc, char *argv[]);
 extern int do_restore (int argc, char *argv[]);
 extern int do_serve (int argc, char *argv[]);
+extern int do_prune (int argc, char *argv[]);
 
 /* The disk file that the bitmap file FILE describes: GIVEN (--disk)
  * if set, else FILE without ".bitmaps" if that is a regular file, else

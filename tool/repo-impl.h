@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* repo-impl.h: what the files of the repository module share (repo.c
  * names, opens and locks a repository; repo-record.c reads and writes
- * its points' records; repo-files.c makes and removes their files).
+ * its points' records; repo-files.c makes and removes their files;
+ * repo-fold.c removes a point, folding its data into its successor).
  * Nothing outside them includes it.
  */
 
 #ifndef DIRTYBITMAP_REPO_IMPL_H
 #define DIRTYBITMAP_REPO_IMPL_H
+
+#include <stdint.h>
 
 #include <json-c/json.h>
 
@@ -30,5 +33,17 @@ extern json_object *repo_read_json (const char *path, struct bmerr *err);
 extern int repo_write_json (const struct repo *r, const char *rel,
                             const char *dirrel, json_object *j,
                             struct bmerr *err);
+
+/* Run a qemu program (argv), its output to *out if out is not NULL.
+ * -1 with err (its words).
+ */
+extern int repo_run_qemu (char *const argv[], char **out,
+                          struct bmerr *err);
+
+/* The bytes allocated in image itself, as qemu-img map says: its
+ * extents at depth 0 that are present (data, or zeroes recorded).
+ */
+extern int repo_stored_bytes (const char *image, uint64_t *stored,
+                              struct bmerr *err);
 
 #endif /* DIRTYBITMAP_REPO_IMPL_H */

@@ -15,10 +15,13 @@
  *                               directory, format qcow2) unless it is
  *                               the first image of its chain
  *   DIR/sums/NAME.POINT.sums    its checksums (sums.h)
+ *   DIR/prune.json              a removal of a point under way
+ *                               (repo-fold.c), finished by the next
+ *                               writer before anything else
  *
  * Anything in DIR that belongs to a point without a record is what a
  * backup that did not complete left: the next writer removes it
- * (repo_clean).  A point's record names its files exactly as above,
+ * (repo_clean, after repo_finish_removal).  A point's record names its files exactly as above,
  * and is refused if it names any other (a record cannot point outside
  * DIR).  Functions here print nothing: errors are values.
  */
@@ -154,6 +157,39 @@ extern void repo_discard (const struct repo *r, const char *point);
  */
 extern int repo_point_write (const struct repo *r,
                              const struct repo_point *p, struct bmerr *err);
+
+/* The bytes that the images and checksums of DIR take on its file
+ * system (their allocated blocks).  -1 with err.
+ */
+extern int repo_size (const struct repo *r, uint64_t *total,
+                      struct bmerr *err);
+
+/* Retention (repo-fold.c).  A point is removed by folding what its
+ * images hold into the images of its successor (the point whose base
+ * it is), so that every other point reads exactly what it did; the
+ * cost is one increment (dirtybitmap(1), prune).  An intent record,
+ * DIR/prune.json, is written before the first change: a removal that
+ * did not complete is finished by the next writer.
+ */
+struct repo_fold {
+  char *into;                   /* the successor, or NULL: none */
+  uint64_t written;             /* data bytes written into images */
+  uint64_t folded;              /* bytes of the increments folded */
+  uint64_t freed;               /* bytes freed on the file system */
+};
+
+/* Remove point name, which must have a successor (the newest point
+ * is never removed).  -1 with err; then the removal may have begun,
+ * and the next repo_finish_removal ends it.  Free f->into.
+ */
+extern int repo_remove_point (const struct repo *r, const char *name,
+                              struct repo_fold *f, struct bmerr *err);
+
+/* Finish the removal that a writer killed on the way left, if any:
+ * *name is then its point (malloced), else NULL.  -1 with err.
+ */
+extern int repo_finish_removal (const struct repo *r, char **name,
+                                struct bmerr *err);
 
 /* A point's "verified" in JSON (a new reference), or NULL: none yet. */
 extern json_object *repo_verified_json (const struct repo_point *p);

@@ -6,6 +6,7 @@
  * The steps, around backup.c's (dirtybitmap(1), THE REPOSITORY):
  *
  *   points_open     DIR opened for writing (its lock held to the end),
+ *                   a removal that a prune did not complete finished,
  *                   what backups that did not complete left removed,
  *                   the base chosen (the newest point), each disk's
  *                   target a qemu-nbd socket that listens already;
@@ -169,6 +170,25 @@ listen_all (struct set *s, struct points *p)
   return 0;
 }
 
+/* Finish the removal of a point that a prune killed on the way left
+ * (before repo_clean: the point's record is gone, not its files).
+ */
+static int
+finish_removal (struct set *s, struct points *p)
+{
+  struct bmerr err = { 0 };
+  char *name = NULL;
+
+  if (repo_finish_removal (&p->r, &name, &err) == -1)
+    return fail_err (s, &err);
+  if (name)
+    fprintf (stderr, "%s: backup: %s: finished the removal of point %s, "
+             "begun by a prune that did not complete\n", prog, p->r.dir,
+             name);
+  free (name);
+  return 0;
+}
+
 int
 points_open (struct set *s, const char *dir)
 {
@@ -184,6 +204,8 @@ points_open (struct set *s, const char *dir)
   s->points = p;
   if (repo_open (dir, true, &p->r, &err) == -1)
     return fail_err (s, &err);
+  if (finish_removal (s, p) == -1)
+    return -1;
   if (repo_clean (&p->r, &p->stale, &p->nstale, &err) == -1)
     return fail_err (s, &err);
   for (i = 0; i < p->nstale; ++i)
