@@ -51,6 +51,7 @@
 #include <json-c/json.h>
 
 #include "dirtybitmap.h"
+#include "msg.h"
 #include "qemu.h"
 #include "repo.h"
 #include "repo-impl.h"
@@ -180,6 +181,17 @@ intent_read (const struct repo *r, struct intent *in, struct bmerr *err)
   return ret;
 }
 
+/* Each step of a removal, named for -v and for the tests that kill a
+ * prune at each one (gdb: break *repo_fold_step if $_streq ((char *)
+ * $rdi, "rebase")): called just before the step, never inlined.
+ */
+void __attribute__ ((noinline))
+repo_fold_step (const char *step, const char *point, const char *disk)
+{
+  bm_debug ("removal of point %s: %s%s%s", point, step,
+            disk ? ", disk " : "", disk ? disk : "");
+}
+
 /*----------------------------------------------------------------------
  * Files.
  */
@@ -235,8 +247,9 @@ backing_of (const char *image, char **backing, struct bmerr *err)
 
 /* P/D on B/D: S/D rebased onto B/D, P's clusters copied into it. */
 static int
-fold_middle (const char *p_image, const char *s_image, const char *base,
-             struct repo_fold *f, struct bmerr *err)
+fold_middle (const char *point, const char *disk, const char *p_image,
+             const char *s_image, const char *base, struct repo_fold *f,
+             struct bmerr *err)
 {
   char *argv[] = { (char *) "qemu-img", (char *) "rebase", (char *) "-q",
                    (char *) "-f", (char *) "qcow2", (char *) "-b",
@@ -245,9 +258,13 @@ fold_middle (const char *p_image, const char *s_image, const char *base,
   uint64_t before, after, folded;
 
   if (repo_stored_bytes (p_image, &folded, err) == -1 ||
-      repo_stored_bytes (s_image, &before, err) == -1 ||
-      repo_run_qemu (argv, NULL, err) == -1 ||
-      sync_file (s_image, err) == -1 ||
+      repo_stored_bytes (s_image, &before, err) == -1)
+    return -1;
+  repo_fold_step ("rebase", point, disk);
+  if (repo_run_qemu (argv, NULL, err) == -1)
+    return -1;
+  repo_fold_step ("rebased", point, disk);
+  if (sync_file (s_image, err) == -1 ||
       repo_stored_bytes (s_image, &after, err) == -1)
     return -1;
   f->folded += folded;
@@ -255,10 +272,27 @@ fold_middle (const char *p_image, const char *s_image, const char *base,
   return 0;
 }
 
+/* P/D's file, holding what S/D reads, renamed over S/D's. */
+static int
+take_over (const struct repo *r, const char *point, const char *disk,
+           const char *p_image, const char *s_image, const char *folder,
+           struct bmerr *err)
+{
+  repo_fold_step ("rename", point, disk);
+  if (rename (p_image, s_image) == -1) {
+    bmerr_set (err, errno, "rename %s to %s: %s", p_image, s_image,
+               strerror (errno));
+    return -1;
+  }
+  repo_fold_step ("renamed", point, disk);
+  return repo_sync_dir (r, folder, err);
+}
+
 /* P/D alone: S/D's clusters committed into P/D, which becomes S/D. */
 static int
-fold_oldest (const struct repo *r, const char *disk, const char *p_image,
-             const char *s_image, struct repo_fold *f, struct bmerr *err)
+fold_oldest (const struct repo *r, const char *point, const char *disk,
+             const char *p_image, const char *s_image, struct repo_fold *f,
+             struct bmerr *err)
 {
   char *argv[] = { (char *) "qemu-img", (char *) "commit", (char *) "-q",
                    (char *) "-f", (char *) "qcow2", (char *) "-d",
@@ -269,14 +303,11 @@ fold_oldest (const struct repo *r, const char *disk, const char *p_image,
 
   if (folder == NULL)
     bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
-  else if (repo_stored_bytes (s_image, &own, err) == 0 &&
-           repo_run_qemu (argv, NULL, err) == 0 &&
-           sync_file (p_image, err) == 0) {
-    if (rename (p_image, s_image) == -1)
-      bmerr_set (err, errno, "rename %s to %s: %s", p_image, s_image,
-                 strerror (errno));
-    else
-      ret = repo_sync_dir (r, folder, err);
+  else if (repo_stored_bytes (s_image, &own, err) == 0) {
+    repo_fold_step ("commit", point, disk);
+    if (repo_run_qemu (argv, NULL, err) == 0 &&
+        sync_file (p_image, err) == 0)
+      ret = take_over (r, point, disk, p_image, s_image, folder, err);
   }
   free (folder);
   f->folded += own;
@@ -314,9 +345,9 @@ fold_disk (const struct repo *r, const struct intent *in, const char *disk,
                "repository is damaged", p_image, p_backing,
                base ? base : "none");
   else if (p_backing)
-    ret = fold_middle (p_image, s_image, base, f, err);
+    ret = fold_middle (in->remove, disk, p_image, s_image, base, f, err);
   else
-    ret = fold_oldest (r, disk, p_image, s_image, f, err);
+    ret = fold_oldest (r, in->remove, disk, p_image, s_image, f, err);
  out:
   free (p_image);
   free (s_image);
@@ -391,18 +422,35 @@ fold (const struct repo *r, const struct intent *in, struct repo_fold *f,
     bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
     return -1;
   }
+  repo_fold_step ("record", in->remove, NULL);
   if (remove_file (r, record, "points", err) == -1)
     goto out;
-  for (i = 0; i < in->n; ++i)
+  for (i = 0; i < in->n; ++i) {
+    repo_fold_step ("fold", in->remove, in->disks[i]);
     if (fold_disk (r, in, in->disks[i], f, err) == -1)
       goto out;
+  }
+  repo_fold_step ("successor", in->remove, NULL);
   if (in->into && update_successor (r, in, err) == -1)
     goto out;
+  repo_fold_step ("discard", in->remove, NULL);
   repo_discard (r, in->remove);
+  repo_fold_step ("done", in->remove, NULL);
   ret = remove_file (r, INTENT, ".", err);
  out:
   free (record);
   return ret;
+}
+
+/* Step (1), then the rest. */
+static int
+write_and_fold (const struct repo *r, const struct intent *in,
+                struct repo_fold *f, struct bmerr *err)
+{
+  repo_fold_step ("intent", in->remove, NULL);
+  if (intent_write (r, in, err) == -1)
+    return -1;
+  return fold (r, in, f, err);
 }
 
 /* The intent of removing all->p[i]: -1 with err if it is the newest. */
@@ -457,8 +505,7 @@ repo_remove_point (const struct repo *r, const char *name,
     bmerr_set (err, ENOENT, "%s has no point %s", r->dir, name);
   else if (intent_of (r, &all, i, &in, err) == 0 &&
            repo_size (r, &before, err) == 0 &&
-           intent_write (r, &in, err) == 0 &&
-           fold (r, &in, f, err) == 0 &&
+           write_and_fold (r, &in, f, err) == 0 &&
            repo_size (r, &after, err) == 0) {
     f->freed = before > after ? before - after : 0;
     f->into = in.into;

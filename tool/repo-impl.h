@@ -46,4 +46,10 @@ extern int repo_run_qemu (char *const argv[], char **out,
 extern int repo_stored_bytes (const char *image, uint64_t *stored,
                               struct bmerr *err);
 
+/* A step of a removal (repo-fold.c): said with -v; a place where a
+ * test stops or kills a prune.
+ */
+extern void repo_fold_step (const char *step, const char *point,
+                            const char *disk);
+
 #endif /* DIRTYBITMAP_REPO_IMPL_H */
