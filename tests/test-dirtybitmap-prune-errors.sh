@@ -91,3 +91,24 @@ rm R/prune.json
 points_are "c2 c3"
 restored c2 a x.img
 restored c3 a x.img
+
+# --- A repository that is not a chain ----------------------------------
+# A record of a point c4 that builds on c2 too (made by hand: backup
+# never makes one): removing c2 would fold it into one successor only.
+python3 - "$repo" <<'EOF2'
+import json, sys
+j = json.load(open(sys.argv[1] + "/points/c3.json"))
+j["name"], j["base"] = "c4", "c2"
+j["time"] = j["time"].replace(j["time"][:4], "2099")
+for d in j["disks"]:
+    d["image"] = d["image"].replace("c3", "c4")
+    d["sums"] = d["sums"].replace("c3", "c4")
+json.dump(j, open(sys.argv[1] + "/points/c4.json", "w"))
+EOF2
+points_are "c2 c3 c4"
+tool_fails "prune: removing point c2: point c2 of $repo: points c3 and c4 both build on it: the repository is damaged (each point builds on the one before it); it was left as it was" \
+    prune --keep-last 2 "$repo"
+rm R/points/c4.json
+points_are "c2 c3"
+restored c2 a x.img
+restored c3 a x.img

@@ -185,9 +185,10 @@ remove_points (struct prune *st)
     if (st->marks[i].keep)
       continue;
     if (repo_remove_point (&st->r, st->ps.p[i].name, &f, &err) == -1) {
-      bm_error ("prune: removing point %s: %s (the points removed before "
-                "it stay removed; the next prune or backup finishes this "
-                "one)", st->ps.p[i].name, err.msg);
+      bm_error ("prune: removing point %s: %s; %s%s", st->ps.p[i].name,
+                err.msg, st->removed ? "the points removed before it stay "
+                "removed; " : "", f.begun ? "the next prune or backup "
+                "finishes its removal" : "it was left as it was");
       return -1;
     }
     if (verbose)

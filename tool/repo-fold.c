@@ -450,6 +450,7 @@ write_and_fold (const struct repo *r, const struct intent *in,
   repo_fold_step ("intent", in->remove, NULL);
   if (intent_write (r, in, err) == -1)
     return -1;
+  f->begun = true;
   return fold (r, in, f, err);
 }
 
@@ -459,17 +460,27 @@ intent_of (const struct repo *r, const struct repo_points *all, size_t i,
            struct intent *in, struct bmerr *err)
 {
   const struct repo_point *p = &all->p[i];
-  size_t k;
+  size_t k, s = all->n;
 
   memset (in, 0, sizeof *in);
-  for (k = 0; k < all->n; ++k)
-    if (all->p[k].base && strcmp (all->p[k].base, p->name) == 0)
-      break;
-  if (k == all->n) {
+  for (k = 0; k < all->n; ++k) {
+    if (all->p[k].base == NULL || strcmp (all->p[k].base, p->name) != 0)
+      continue;
+    if (s < all->n) {
+      bmerr_set (err, EINVAL, "point %s of %s: points %s and %s both build "
+                 "on it: the repository is damaged (each point builds on "
+                 "the one before it)", p->name, r->dir, all->p[s].name,
+                 all->p[k].name);
+      return -1;
+    }
+    s = k;
+  }
+  if (s == all->n) {
     bmerr_set (err, EINVAL, "point %s of %s: no point builds on it: it is "
                "the newest, which is always kept", p->name, r->dir);
     return -1;
   }
+  k = s;
   if ((in->remove = strdup (p->name)) == NULL ||
       (p->base && (in->base = strdup (p->base)) == NULL) ||
       (in->into = strdup (all->p[k].name)) == NULL ||

@@ -176,11 +176,12 @@ struct repo_fold {
   uint64_t written;             /* data bytes written into images */
   uint64_t folded;              /* bytes of the increments folded */
   uint64_t freed;               /* bytes freed on the file system */
+  bool begun;                   /* the intent was written */
 };
 
 /* Remove point name, which must have a successor (the newest point
- * is never removed).  -1 with err; then the removal may have begun,
- * and the next repo_finish_removal ends it.  Free f->into.
+ * is never removed).  -1 with err; if f->begun, the removal began, and
+ * the next repo_finish_removal ends it.  Free f->into.
  */
 extern int repo_remove_point (const struct repo *r, const char *name,
                               struct repo_fold *f, struct bmerr *err);
