@@ -74,3 +74,19 @@ assert sorted(os.listdir(repo + "/points")) == sorted(n + ".json" for n in names
 assert not os.path.exists(repo + "/prune.json")
 EOF2
 }
+
+# intact POINT...: each point restores each of the disks a and b
+# exactly (one restore of both), verified against its checksums.
+intact ()
+{
+    local p
+    for p in "$@"; do
+        rm -f out-a.img out-b.img
+        dirtybitmap restore "$repo@$p" --disk a=out-a.img --disk b=out-b.img \
+                    > restore.out
+        cat restore.out
+        test "$(grep -c ": verified: all " restore.out)" = 2
+        cmp a.$p out-a.img
+        cmp b.$p out-b.img
+    done
+}

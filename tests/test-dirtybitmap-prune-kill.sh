@@ -63,14 +63,6 @@ killed ()
     fi
 }
 
-# intact POINT...: each point restores each disk exactly.
-intact ()
-{
-    local p d
-    for p in "$@"; do
-        for d in a b; do restored $p $d out.img; done
-    done
-}
 
 # listed: every point list shows restores exactly.
 listed ()

@@ -70,14 +70,6 @@ sync
 power_off
 cp --sparse=always lo.img before.img
 
-# intact POINT...: each point restores each disk exactly.
-intact ()
-{
-    local p d
-    for p in "$@"; do
-        for d in a b; do restored $p $d out.img; done
-    done
-}
 
 # cut NAME FINISHED STEP POINT [DISK]: a prune --keep-daily 2 of the
 # repository as it was before, its power lost when the removal of

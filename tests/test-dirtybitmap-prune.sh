@@ -35,14 +35,6 @@ retime c1=2026-03-01T08:00:00Z c2=2026-03-01T20:00:00Z \
        c3=2026-03-02T08:00:00Z c4=2026-03-02T20:00:00Z \
        c5=2026-03-03T08:00:00Z c6=2026-03-03T20:00:00Z
 
-# intact POINT...: each point restores each disk exactly.
-intact ()
-{
-    local p d
-    for p in "$@"; do
-        for d in a b; do restored $p $d out.img; done
-    done
-}
 
 # No keep option: nothing is removed.
 dirtybitmap prune "$repo" > none.out
