@@ -191,10 +191,9 @@ remove_points (struct prune *st)
                 "finishes its removal" : "it was left as it was");
       return -1;
     }
-    if (verbose)
-      fprintf (stderr, "%s: prune: removed point %s into %s: wrote %"
-               PRIu64 " bytes, freed %" PRIu64 "\n", prog,
-               st->ps.p[i].name, f.into, f.written, f.freed);
+    bm_debug ("prune: removed point %s into %s: wrote %" PRIu64
+              " bytes, freed %" PRIu64, st->ps.p[i].name, f.into,
+              f.written, f.freed);
     free (f.into);
     st->removed++;
     st->written += f.written;
@@ -229,7 +228,8 @@ print_json (const struct prune *st)
   json_object_object_add (j, "dry-run",
                           json_object_new_boolean (st->dry_run));
   if (!st->dry_run) {
-    json_object_object_add (j, "removed", json_object_new_uint64 (st->removed));
+    json_object_object_add (j, "removed",
+                            json_object_new_uint64 (st->removed));
     json_object_object_add (j, "written-bytes",
                             json_object_new_uint64 (st->written));
     json_object_object_add (j, "folded-bytes",

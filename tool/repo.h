@@ -21,9 +21,11 @@
  *
  * Anything in DIR that belongs to a point without a record is what a
  * backup that did not complete left: the next writer removes it
- * (repo_clean, after repo_finish_removal).  A point's record names its files exactly as above,
- * and is refused if it names any other (a record cannot point outside
- * DIR).  Functions here print nothing: errors are values.
+ * (repo_clean, after repo_finish_removal: a point being removed has
+ * lost its record first).  A point's record names its files exactly
+ * as above, and is refused if it names any other (a record cannot
+ * point outside DIR).  Functions here print nothing: errors are
+ * values.
  */
 
 #ifndef DIRTYBITMAP_REPO_H
