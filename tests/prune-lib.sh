@@ -35,11 +35,11 @@ points_are ()
 
 # sound DISK...: every point of list is exactly what the repository
 # holds and nothing more: each point's base is the one before it (the
-# first has none), each image of DISK backs on its base's image by
-# relative name with its format (the first on nothing), qemu-img check
-# finds nothing wrong, stored-bytes is what each image holds itself,
-# and no file belongs to a point that list does not show; no
-# prune.json is left.
+# first has none), each image backs on its base's image of the same
+# disk by relative name with its format (on nothing if the base has no
+# such disk), qemu-img check finds nothing wrong, stored-bytes is what
+# each image holds itself, and no file of DISK belongs to a point that
+# list does not show with it; no prune.json is left.
 sound ()
 {
     dirtybitmap list --output=json "$repo" > sound.json
@@ -49,13 +49,15 @@ repo, listing, disks = sys.argv[1], sys.argv[2], sys.argv[3:]
 points = json.load(open(listing))["points"]
 names = [p["name"] for p in points]
 prev = None
+has = {}                        # point -> its disks
 for p in points:
     assert p["base"] == prev, (p["name"], p["base"], prev)
+    has[p["name"]] = [d["name"] for d in p["disks"]]
     for d in p["disks"]:
         img = "%s/disks/%s/%s.qcow2" % (repo, d["name"], p["name"])
         info = json.loads(subprocess.check_output(
             ["qemu-img", "info", "-f", "qcow2", "--output=json", img]))
-        want = prev + ".qcow2" if prev else None
+        want = prev + ".qcow2" if prev and d["name"] in has[prev] else None
         assert info.get("backing-filename") == want, (img, info)
         if want:
             assert info["backing-filename-format"] == "qcow2", info
@@ -66,10 +68,11 @@ for p in points:
         assert d["stored-bytes"] == own, (img, d["stored-bytes"], own)
     prev = p["name"]
 for d in disks:
+    mine = [n for n in names if d in has[n]]
     files = sorted(os.listdir("%s/disks/%s" % (repo, d)))
-    assert files == sorted(n + ".qcow2" for n in names), (d, files, names)
+    assert files == sorted(n + ".qcow2" for n in mine), (d, files, mine)
     sums = sorted(f for f in os.listdir(repo + "/sums") if f.startswith(d + "."))
-    assert sums == sorted("%s.%s.sums" % (d, n) for n in names), sums
+    assert sums == sorted("%s.%s.sums" % (d, n) for n in mine), sums
 assert sorted(os.listdir(repo + "/points")) == sorted(n + ".json" for n in names)
 assert not os.path.exists(repo + "/prune.json")
 EOF2
