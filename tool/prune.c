@@ -137,19 +137,22 @@ prepare (struct prune *st)
   struct bmerr err = { 0 };
   const char **times;
   char *finished = NULL;
+  uint64_t mended = 0;
+  char note[96];
   size_t i, bad;
 
   if ((st->dry_run ? repo_open (st->dir, false, &st->r, &err)
        : repo_open_existing (st->dir, &st->r, &err)) == -1 ||
-      (!st->dry_run && repo_finish_removal (&st->r, &finished, &err) == -1) ||
+      (!st->dry_run &&
+       repo_finish_removal (&st->r, &finished, &mended, &err) == -1) ||
       repo_load (&st->r, &st->ps, &err) == -1) {
     bm_error ("prune: %s", err.msg);
     return -1;
   }
   if (finished)
     fprintf (stderr, "%s: prune: %s: finished the removal of point %s, "
-             "begun by a prune that did not complete\n", prog, st->dir,
-             finished);
+             "begun by a prune that did not complete%s\n", prog, st->dir,
+             finished, repo_mended_note (mended, note, sizeof note));
   free (finished);
   times = calloc (st->ps.n + 1, sizeof *times);
   st->marks = calloc (st->ps.n + 1, sizeof *st->marks);

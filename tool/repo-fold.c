@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
+#include <inttypes.h>
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -65,6 +66,7 @@ struct intent {
   char *into;                   /* S, or NULL */
   char **disks;                 /* P's disks */
   size_t n;
+  bool resumed;                 /* by repo_finish_removal */
 };
 
 static void
@@ -315,6 +317,26 @@ fold_oldest (const struct repo *r, const char *point, const char *disk,
   return ret;
 }
 
+/* A fold of P/D into S/D being done again: first what the one that
+ * did not complete may have left torn, mended (repo-mend.c).
+ */
+static int
+resume_middle (const struct repo *r, const struct intent *in,
+               const char *disk, const char *p_image, const char *s_image,
+               struct repo_fold *f, struct bmerr *err)
+{
+  uint64_t mended = 0;
+
+  if (!in->resumed)
+    return 0;
+  repo_fold_step ("mend", in->remove, disk);
+  if (repo_mend_fold (r, disk, in->into, p_image, s_image, &mended,
+                      err) == -1)
+    return -1;
+  f->mended += mended;
+  return 0;
+}
+
 /* Fold disk of in->remove into in->into, unless done already. */
 static int
 fold_disk (const struct repo *r, const struct intent *in, const char *disk,
@@ -345,7 +367,8 @@ fold_disk (const struct repo *r, const struct intent *in, const char *disk,
                "repository is damaged", p_image, p_backing,
                base ? base : "none");
   else if (p_backing)
-    ret = fold_middle (in->remove, disk, p_image, s_image, base, f, err);
+    ret = resume_middle (r, in, disk, p_image, s_image, f, err) == -1 ? -1
+      : fold_middle (in->remove, disk, p_image, s_image, base, f, err);
   else
     ret = fold_oldest (r, in->remove, disk, p_image, s_image, f, err);
  out:
@@ -529,7 +552,8 @@ repo_remove_point (const struct repo *r, const char *name,
 }
 
 int
-repo_finish_removal (const struct repo *r, char **name, struct bmerr *err)
+repo_finish_removal (const struct repo *r, char **name, uint64_t *mended,
+                     struct bmerr *err)
 {
   struct repo_fold f = { 0 };
   struct intent in;
@@ -537,11 +561,13 @@ repo_finish_removal (const struct repo *r, char **name, struct bmerr *err)
   int found;
 
   *name = NULL;
+  *mended = 0;
   if (tmp)
     unlink (tmp);               /* an intent not yet in place */
   free (tmp);
   if ((found = intent_read (r, &in, err)) <= 0)
     return found;
+  in.resumed = true;
   if (fold (r, &in, &f, err) == -1) {
     bmerr_prefix (err, "%s: the removal of point %s, begun by a prune "
                   "that did not complete, could not be finished", r->dir,
@@ -550,7 +576,18 @@ repo_finish_removal (const struct repo *r, char **name, struct bmerr *err)
     return -1;
   }
   *name = in.remove;
+  *mended = f.mended;
   in.remove = NULL;
   intent_free (&in);
   return 0;
+}
+
+const char *
+repo_mended_note (uint64_t mended, char *buf, size_t len)
+{
+  if (mended == 0)
+    return "";
+  snprintf (buf, len, " (%" PRIu64 " chunk%s that a power loss had left "
+            "torn written again)", mended, mended == 1 ? "" : "s");
+  return buf;
 }

@@ -179,6 +179,8 @@ struct repo_fold {
   uint64_t folded;              /* bytes of the increments folded */
   uint64_t freed;               /* bytes freed on the file system */
   bool begun;                   /* the intent was written */
+  uint64_t mended;              /* chunks an interrupted fold had left
+                                 * torn, written again */
 };
 
 /* Remove point name, which must have a successor (the newest point
@@ -189,10 +191,17 @@ extern int repo_remove_point (const struct repo *r, const char *name,
                               struct repo_fold *f, struct bmerr *err);
 
 /* Finish the removal that a writer killed on the way left, if any:
- * *name is then its point (malloced), else NULL.  -1 with err.
+ * *name is then its point (malloced), else NULL; *mended the chunks
+ * of its successor that the fold had left torn and were written again
+ * (repo-mend.c).  -1 with err.
  */
 extern int repo_finish_removal (const struct repo *r, char **name,
-                                struct bmerr *err);
+                                uint64_t *mended, struct bmerr *err);
+/* "" or " (N chunks ... written again)", into buf, for the message
+ * that says a removal was finished.
+ */
+extern const char *repo_mended_note (uint64_t mended, char *buf,
+                                     size_t len);
 
 /* A point's "verified" in JSON (a new reference), or NULL: none yet. */
 extern json_object *repo_verified_json (const struct repo_point *p);

@@ -178,13 +178,15 @@ finish_removal (struct set *s, struct points *p)
 {
   struct bmerr err = { 0 };
   char *name = NULL;
+  uint64_t mended = 0;
+  char note[96];
 
-  if (repo_finish_removal (&p->r, &name, &err) == -1)
+  if (repo_finish_removal (&p->r, &name, &mended, &err) == -1)
     return fail_err (s, &err);
   if (name)
     fprintf (stderr, "%s: backup: %s: finished the removal of point %s, "
-             "begun by a prune that did not complete\n", prog, p->r.dir,
-             name);
+             "begun by a prune that did not complete%s\n", prog, p->r.dir,
+             name, repo_mended_note (mended, note, sizeof note));
   free (name);
   return 0;
 }
