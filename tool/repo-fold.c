@@ -35,7 +35,12 @@
  *
  * Every step can be done again: a disk whose S/D no longer backs on
  * P.qcow2, or whose P/D is gone, is done.  So a removal killed at any
- * point is finished by repo_finish_removal, the same steps from (2).
+ * point is finished by repo_finish_removal, the same steps from (2);
+ * a fold in the middle of a chain is first checked against S's
+ * checksums and mended (repo-mend.c), for qemu does not order a new
+ * cluster's data before its table entry.  A first point's fold needs
+ * no such check: commit writes only clusters S/D holds itself, and
+ * the rename comes once they are synced.
  */
 
 #include <config.h>
