@@ -322,8 +322,11 @@ fold_oldest (const struct repo *r, const char *point, const char *disk,
   return ret;
 }
 
-/* A fold of P/D into S/D being done again: first what the one that
- * did not complete may have left torn, mended (repo-mend.c).
+/* A fold of P/D into S/D being done again, or done by a removal that
+ * did not complete: what the rebase may have left torn, mended first
+ * (repo-mend.c).  qemu-img rebase rewrites the backing file's name
+ * without a flush before it, so after a power loss S/D may build on
+ * B/D already and still hold a torn cluster.
  */
 static int
 resume_middle (const struct repo *r, const struct intent *in,
@@ -366,7 +369,11 @@ fold_disk (const struct repo *r, const struct intent *in, const char *disk,
            backing_of (p_image, &p_backing, err) == -1)
     ;
   else if (s_backing == NULL || strcmp (s_backing, want) != 0)
-    ret = 0;                    /* done: S/D does not build on P/D */
+    /* Done: S/D does not build on P/D (any more: was the rebase that
+     * made it build on B/D durable whole?).
+     */
+    ret = p_backing && base && s_backing && strcmp (s_backing, base) == 0
+      ? resume_middle (r, in, disk, p_image, s_image, f, err) : 0;
   else if (p_backing && (base == NULL || strcmp (p_backing, base) != 0))
     bmerr_set (err, EINVAL, "%s: its backing file is %s, not %s: the "
                "repository is damaged", p_image, p_backing,
