@@ -37,7 +37,7 @@ offers ()
 
 # Subcommands: each one the tool has, and nothing that is not one.
 offers 'dirtybitmap ' > subcommands
-for s in backup bitmap check copy info map resize list restore rollback serve; do
+for s in backup bitmap check copy info map resize list restore rollback serve prune; do
     grep -Fx "$s" subcommands
 done
 while read -r s; do
@@ -110,6 +110,17 @@ offers 'dirtybitmap restore --' > restore-options
 for o in --disk --output= --progress --requests; do
     grep -Fx -- "$o" restore-options
 done
+offers 'dirtybitmap prune --' > prune-options
+expect prune-options <<'EOF'
+--dry-run
+--keep-daily
+--keep-hourly
+--keep-last
+--keep-monthly
+--keep-weekly
+--keep-yearly
+--output=
+EOF
 offers 'dirtybitmap serve --' > serve-options
 expect serve-options <<'EOF'
 --disk

@@ -89,7 +89,8 @@ import json, sys
 repo, size = sys.argv[1], int(sys.argv[2])
 l = json.load(open("list.json"))
 stored = [int(x) for x in open("stored").read().split()]
-assert list(l) == ["points"], l
+assert list(l) == ["points", "stored-bytes"], l
+assert l["stored-bytes"] == sum(stored), (l, stored)
 pts = l["points"]
 assert [p["name"] for p in pts] == ["c1", "c2", "c3"], pts
 assert [p["base"] for p in pts] == [None, "c1", "c2"], pts
@@ -122,7 +123,8 @@ EOF2
 dirtybitmap list "$repo" > list.txt
 cat list.txt
 head -n1 list.txt | grep -E '^POINT +TIME +BASE +DISK +SIZE +STORED +VERIFIED$'
-test "$(wc -l < list.txt)" -eq 4
+test "$(wc -l < list.txt)" -eq 5
+tail -n1 list.txt | grep -E '^\(total\) +[0-9.]+ [KM]iB$'
 for p in c1:- c2:c1 c3:c2; do
     t=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cut"]["time"])' "m-${p%:*}.json")
     grep -E "^${p%:*} +$t +${p#*:} +disk0 +8 MiB +[0-9.]+ [KM]iB +-$" list.txt

@@ -104,7 +104,7 @@ EOF2
 dirtybitmap list "$repo" > list.txt
 cat list.txt
 test "$(awk 'NR > 1 { print $1 $4 }' list.txt | tr '\n' ' ')" = \
-     "c1a c1b c2a c2b c3a c3b c3c "
+     "c1a c1b c2a c2b c3a c3b c3c (total) "
 
 # restore: every disk of every point.
 for p in c1 c2 c3; do

@@ -143,6 +143,8 @@ usage (int status)
 "            (--control SOCKET SOURCE_URI |\n"
 "            --disk control=SOCKET,source=URI,name=NAME...)\n"
 "  %s serve DIR[@POINT] [--disk NAME] --socket PATH\n"
+"  %s prune [--keep-last N] [--keep-daily N] [--keep-weekly N] ...\n"
+"            [--dry-run] [--output=human|json] DIR\n"
 "  %s verify [-p] [-f FMT] [--output=human|json] IMAGE_OR_URI SUMS\n"
 "  %s verify [-p] [--resume] [--output=human|json] DIR[@POINT]\n"
 "  %s resize [--shrink] [--disk DISKFILE] FILE [+|-]SIZE\n"
@@ -166,7 +168,7 @@ usage (int status)
            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
            prog, prog,
            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog,
-           prog, prog, prog);
+           prog, prog, prog, prog);
   exit (status);
 }
 
@@ -181,7 +183,7 @@ main (int argc, char *argv[])
     { "check", do_check }, { "copy", do_copy }, { "backup", do_backup },
     { "resize", do_resize }, { "verify", do_verify }, { "list", do_list },
     { "restore", do_restore }, { "rollback", do_rollback },
-    { "serve", do_serve },
+    { "serve", do_serve }, { "prune", do_prune },
   };
   size_t i;
 

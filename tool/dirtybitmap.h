@@ -31,6 +31,7 @@ extern int do_list (int argc, char *argv[]);
 extern int do_restore (int argc, char *argv[]);
 extern int do_rollback (int argc, char *argv[]);
 extern int do_serve (int argc, char *argv[]);
+extern int do_prune (int argc, char *argv[]);
 
 /* verify DIR[@POINT] (repo-verify.c), from do_verify: the exit status. */
 extern int verify_repo (const char *spec, bool progress, bool json,

@@ -31,7 +31,7 @@ list_usage (int status)
 "List the points of the backup repository DIR (made by backup --repo),\n"
 "oldest first: each point's time (UTC), the point it builds on, and per\n"
 "disk its size and the bytes its own image holds, and whether it was\n"
-"verified.\n"
+"verified; last, the bytes all the images hold.\n"
 "\n"
 "  --output=human|json   a table (default) or JSON\n"
 "\n"
@@ -78,6 +78,19 @@ point_json (const struct repo *r, const struct repo_point *p)
   return o;
 }
 
+/* The bytes that the points' images hold, each its own. */
+static uint64_t
+total_stored (const struct repo_points *ps)
+{
+  uint64_t total = 0;
+  size_t i, k;
+
+  for (i = 0; i < ps->n; ++i)
+    for (k = 0; k < ps->p[i].n; ++k)
+      total += ps->p[i].disks[k].stored;
+  return total;
+}
+
 static void
 print_json (const struct repo *r, const struct repo_points *ps)
 {
@@ -88,6 +101,8 @@ print_json (const struct repo *r, const struct repo_points *ps)
   for (i = 0; i < ps->n; ++i)
     json_object_array_add (list, point_json (r, &ps->p[i]));
   json_object_object_add (j, "points", list);
+  json_object_object_add (j, "stored-bytes",
+                          json_object_new_uint64 (total_stored (ps)));
   copy_print_json (stdout, j);
   json_object_put (j);
 }
@@ -103,11 +118,13 @@ struct row {
 static void
 print_row (const struct row *w, const int width[COLUMNS])
 {
-  int c;
+  int c, last = COLUMNS - 1;
 
-  for (c = 0; c < COLUMNS - 1; ++c)
+  while (last > 0 && *w->cell[last] == '\0')
+    last--;                     /* no blanks at the end of a line */
+  for (c = 0; c < last; ++c)
     printf ("%-*s  ", width[c], w->cell[c]);
-  printf ("%s\n", w->cell[COLUMNS - 1]);
+  printf ("%s\n", w->cell[last]);
 }
 
 static void
@@ -131,6 +148,19 @@ fill_row (struct row *w, const struct repo_point *p, size_t i)
   w->cell[6] = w->verified;
 }
 
+/* The last row: what the points' images hold in all. */
+static void
+fill_total (struct row *w, const struct repo_points *ps)
+{
+  int c;
+
+  for (c = 0; c < COLUMNS; ++c)
+    w->cell[c] = "";
+  w->cell[0] = "(total)";
+  human_size (total_stored (ps), w->stored, sizeof w->stored);
+  w->cell[5] = w->stored;
+}
+
 static int
 print_table (const struct repo *r, const struct repo_points *ps)
 {
@@ -146,13 +176,14 @@ print_table (const struct repo *r, const struct repo_points *ps)
   }
   for (i = 0; i < ps->n; ++i)
     n += ps->p[i].n;
-  if ((rows = calloc (n, sizeof *rows)) == NULL) {
+  if ((rows = calloc (n + 1, sizeof *rows)) == NULL) {
     perror (prog);
     return -1;
   }
   for (i = 0, n = 0; i < ps->n; ++i)
     for (k = 0; k < ps->p[i].n; ++k)
       fill_row (&rows[n++], &ps->p[i], k);
+  fill_total (&rows[n++], ps);
   for (c = 0; c < COLUMNS; ++c) {
     width[c] = strlen (head.cell[c]);
     for (i = 0; i < n; ++i)

@@ -280,11 +280,8 @@ repo_image_create (const struct repo *r, const char *disk,
   return ret;
 }
 
-/* The bytes allocated in image itself, as qemu-img map says: its
- * extents at depth 0 that are present (data, or zeroes recorded).
- */
-static int
-stored_bytes (const char *image, uint64_t *stored, struct bmerr *err)
+int
+repo_stored_bytes (const char *image, uint64_t *stored, struct bmerr *err)
 {
   char *argv[] = { (char *) "qemu-img", (char *) "map", (char *) "-f",
                    (char *) "qcow2", (char *) "--output=json",
@@ -333,7 +330,7 @@ repo_image_done (const struct repo *r, const char *disk, const char *point,
   if ((fd = open (image, O_RDONLY | O_CLOEXEC)) == -1 || fsync (fd) == -1)
     bmerr_set (err, errno, "%s: %s", image, strerror (errno));
   else if (repo_sync_dir (r, folder, err) == 0)
-    ret = stored_bytes (image, stored, err);
+    ret = repo_stored_bytes (image, stored, err);
 
  out:
   if (fd >= 0)
@@ -342,4 +339,27 @@ repo_image_done (const struct repo *r, const char *disk, const char *point,
   free (image);
   free (folder);
   return ret;
+}
+
+static int
+size_one (const struct repo *r, int dfd, const char *f, const char *point,
+          bool tmp, void *opaque)
+{
+  uint64_t *total = opaque;
+  struct stat st;
+
+  (void) r;
+  (void) point;
+  (void) tmp;
+  if (fstatat (dfd, f, &st, AT_SYMLINK_NOFOLLOW) == -1)
+    return errno == ENOENT ? 0 : -1;
+  *total += (uint64_t) st.st_blocks * 512;
+  return 0;
+}
+
+int
+repo_size (const struct repo *r, uint64_t *total, struct bmerr *err)
+{
+  *total = 0;
+  return each_file (r, size_one, total, err);
 }

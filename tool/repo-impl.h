@@ -2,7 +2,9 @@
 /* repo-impl.h: what the files of the repository module share (repo.c
  * names, opens and locks a repository; repo-record.c reads and writes
  * its points' records; repo-files.c makes and removes their files;
- * repo-verified.c keeps what verify records).
+ * repo-verified.c keeps what verify records; repo-fold.c removes a
+ * point, folding its data into its successor; repo-mend.c checks a
+ * fold that did not complete).
  * Nothing outside them includes it.
  */
 
@@ -10,6 +12,7 @@
 #define DIRTYBITMAP_REPO_IMPL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <json-c/json.h>
 
@@ -49,5 +52,28 @@ extern int repo_run_qemu (char *const argv[], char **out,
 extern int repo_verified_parse (const char *path, json_object *v,
                                 struct repo_point *p, struct bmerr *err);
 extern void repo_verified_free (struct repo_point *p);
+
+/* The bytes allocated in image itself, as qemu-img map says: its
+ * extents at depth 0 that are present (data, or zeroes recorded).
+ */
+extern int repo_stored_bytes (const char *image, uint64_t *stored,
+                              struct bmerr *err);
+
+/* Before a fold of p_image into s_image (disk's images of a point and
+ * of point, its successor) is done again after an interruption: the
+ * chunks both hold checked against point's checksums, and those a
+ * fold left torn written again (repo-mend.c); *mended: how many.  -1
+ * with err.
+ */
+extern int repo_mend_fold (const struct repo *r, const char *disk,
+                           const char *point, const char *p_image,
+                           const char *s_image, uint64_t *mended,
+                           struct bmerr *err);
+
+/* A step of a removal (repo-fold.c): said with -v; a place where a
+ * test stops or kills a prune.
+ */
+extern void repo_fold_step (const char *step, const char *point,
+                            const char *disk);
 
 #endif /* DIRTYBITMAP_REPO_IMPL_H */

@@ -378,9 +378,8 @@ take_lock (struct repo *r, struct bmerr *err)
     if (errno == EWOULDBLOCK)
       bmerr_set (err, EBUSY, "%s is in use by another dirtybitmap (%s): "
                  "try again once it has ended", r->dir, r->writer
-                 ? "a backup, or a list, restore, serve or verify "
-                 "reading it"
-                 : "a backup");
+                 ? "a backup or a prune, or a list, restore, rollback, "
+                 "serve or verify reading it" : "a backup or a prune");
     else
       bmerr_set (err, errno, "%s: flock: %s", path, strerror (errno));
     close (r->lock_fd);
@@ -417,19 +416,21 @@ writer_prepare (const char *dir, struct bmerr *err)
   return is_repo ? 0 : may_create (dir, err);
 }
 
-int
-repo_open (const char *dir, bool writer, struct repo *r, struct bmerr *err)
+/* repo_open, and repo_open_existing when create is false. */
+static int
+open_repo (const char *dir, bool writer, bool create, struct repo *r,
+           struct bmerr *err)
 {
   struct stat st;
 
   *r = (struct repo) { .lock_fd = -1, .writer = writer };
-  if (writer && writer_prepare (dir, err) == -1)
+  if (create && writer_prepare (dir, err) == -1)
     return -1;
-  if (!writer && stat (dir, &st) == -1) {
+  if (!create && stat (dir, &st) == -1) {
     bmerr_set (err, errno, "%s: %s", dir, strerror (errno));
     return -1;
   }
-  if (!writer && !S_ISDIR (st.st_mode)) {
+  if (!create && !S_ISDIR (st.st_mode)) {
     bmerr_set (err, ENOTDIR, "%s: not a directory (a repository is one)",
                dir);
     return -1;
@@ -438,18 +439,30 @@ repo_open (const char *dir, bool writer, struct repo *r, struct bmerr *err)
     bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
     return -1;
   }
-  if (!writer && check_marker (r, err) == -1)
+  if (!create && check_marker (r, err) == -1)
     goto fail;
   if (take_lock (r, err) == -1)
     goto fail;
   if (check_marker (r, err) == 0)
     return 0;
-  if (writer && err->errnum == ENOENT && create_repo (r, err) == 0)
+  if (create && err->errnum == ENOENT && create_repo (r, err) == 0)
     return 0;
 
  fail:
   repo_close (r);
   return -1;
+}
+
+int
+repo_open (const char *dir, bool writer, struct repo *r, struct bmerr *err)
+{
+  return open_repo (dir, writer, writer, r, err);
+}
+
+int
+repo_open_existing (const char *dir, struct repo *r, struct bmerr *err)
+{
+  return open_repo (dir, true, false, r, err);
 }
 
 void

@@ -4,9 +4,9 @@
  *
  *   DIR/repository.json         {"format": 1}: DIR is a repository
  *   DIR/lock                    flock(2): exclusive for a writer
- *                               (backup), shared for readers (list,
- *                               restore, serve, verify); never
- *                               waited for
+ *                               (backup, prune), shared for readers
+ *                               (list, restore, rollback, serve,
+ *                               verify); never waited for
  *   DIR/points/POINT.json       a complete point (struct repo_point),
  *                               written atomically and last: a point
  *                               exists iff its record does
@@ -19,20 +19,27 @@
  *   DIR/verify.json             {"started": TIME}: a verify of every
  *                               point under way, or interrupted (its
  *                               --resume skips the points it did)
+ *   DIR/prune.json              a removal of a point under way
+ *                               (repo-fold.c), finished by the next
+ *                               writer before anything else
  *
- * A point's record changes after it is written in one way only: verify
- * (which holds the shared lock, as readers do) records its result in
- * it.  Such a rewrite is atomic (tmp, rename) like every record's, so
- * readers see the old record or the new one; two verifies rewriting
- * records take flock(2) on DIR/points, exclusive, each for one
- * read-modify-write of one record (or of verify.json), so neither
- * loses the other's result nor tears the other's temporary file.
+ * A point's record changes after it is written in two ways only:
+ * verify (which holds the shared lock, as readers do) records its
+ * result in it, and a prune (exclusive) rewrites the record of the
+ * point a removed one was folded into.  Such a rewrite is atomic (tmp,
+ * rename) like every record's, so readers see the old record or the
+ * new one; two verifies rewriting records take flock(2) on DIR/points,
+ * exclusive, each for one read-modify-write of one record (or of
+ * verify.json), so neither loses the other's result nor tears the
+ * other's temporary file.
  *
  * Anything in DIR that belongs to a point without a record is what a
  * backup that did not complete left: the next writer removes it
- * (repo_clean).  A point's record names its files exactly as above,
- * and is refused if it names any other (a record cannot point outside
- * DIR).  Functions here print nothing: errors are values.
+ * (repo_clean, after repo_finish_removal: a point being removed has
+ * lost its record first).  A point's record names its files exactly
+ * as above, and is refused if it names any other (a record cannot
+ * point outside DIR).  Functions here print nothing: errors are
+ * values.
  */
 
 #ifndef DIRTYBITMAP_REPO_H
@@ -103,6 +110,9 @@ struct repo_points {
  */
 extern int repo_open (const char *dir, bool writer, struct repo *r,
                       struct bmerr *err);
+/* For a writer of a repository that must exist already (prune). */
+extern int repo_open_existing (const char *dir, struct repo *r,
+                               struct bmerr *err);
 extern void repo_close (struct repo *r);
 
 /* "DIR" or "DIR@POINT" (a point's name has no '@'; the whole of arg
@@ -177,6 +187,49 @@ extern void repo_discard (const struct repo *r, const char *point);
  */
 extern int repo_point_write (const struct repo *r,
                              const struct repo_point *p, struct bmerr *err);
+
+/* The bytes that the images and checksums of DIR take on its file
+ * system (their allocated blocks).  -1 with err.
+ */
+extern int repo_size (const struct repo *r, uint64_t *total,
+                      struct bmerr *err);
+
+/* Retention (repo-fold.c).  A point is removed by folding what its
+ * images hold into the images of its successor (the point whose base
+ * it is), so that every other point reads exactly what it did; the
+ * cost is one increment (dirtybitmap(1), prune).  An intent record,
+ * DIR/prune.json, is written before the first change: a removal that
+ * did not complete is finished by the next writer.
+ */
+struct repo_fold {
+  char *into;                   /* the successor, or NULL: none */
+  uint64_t written;             /* data bytes written into images */
+  uint64_t folded;              /* bytes of the increments folded */
+  uint64_t freed;               /* bytes freed on the file system */
+  bool begun;                   /* the intent was written */
+  uint64_t mended;              /* chunks an interrupted fold had left
+                                 * torn, written again */
+};
+
+/* Remove point name, which must have a successor (the newest point
+ * is never removed).  -1 with err; if f->begun, the removal began, and
+ * the next repo_finish_removal ends it.  Free f->into.
+ */
+extern int repo_remove_point (const struct repo *r, const char *name,
+                              struct repo_fold *f, struct bmerr *err);
+
+/* Finish the removal that a writer killed on the way left, if any:
+ * *name is then its point (malloced), else NULL; *mended the chunks
+ * of its successor that the fold had left torn and were written again
+ * (repo-mend.c).  -1 with err.
+ */
+extern int repo_finish_removal (const struct repo *r, char **name,
+                                uint64_t *mended, struct bmerr *err);
+/* "" or " (N chunks ... written again)", into buf, for the message
+ * that says a removal was finished.
+ */
+extern const char *repo_mended_note (uint64_t mended, char *buf,
+                                     size_t len);
 
 /* A point's "verified" in JSON (a new reference), or NULL: none yet. */
 extern json_object *repo_verified_json (const struct repo_point *p);

@@ -6,6 +6,7 @@
  * The steps, around backup.c's (dirtybitmap(1), THE REPOSITORY):
  *
  *   points_open     DIR opened for writing (its lock held to the end),
+ *                   a removal that a prune did not complete finished,
  *                   what backups that did not complete left removed,
  *                   the base chosen (the newest point), each disk's
  *                   target a qemu-nbd socket that listens already;
@@ -178,6 +179,27 @@ listen_all (struct set *s, struct points *p)
   return 0;
 }
 
+/* Finish the removal of a point that a prune killed on the way left
+ * (before repo_clean: the point's record is gone, not its files).
+ */
+static int
+finish_removal (struct set *s, struct points *p)
+{
+  struct bmerr err = { 0 };
+  char *name = NULL;
+  uint64_t mended = 0;
+  char note[96];
+
+  if (repo_finish_removal (&p->r, &name, &mended, &err) == -1)
+    return fail_err (s, &err);
+  if (name)
+    fprintf (stderr, "%s: backup: %s: finished the removal of point %s, "
+             "begun by a prune that did not complete%s\n", prog, p->r.dir,
+             name, repo_mended_note (mended, note, sizeof note));
+  free (name);
+  return 0;
+}
+
 int
 points_open (struct set *s, const char *dir)
 {
@@ -193,6 +215,8 @@ points_open (struct set *s, const char *dir)
   s->points = p;
   if (repo_open (dir, true, &p->r, &err) == -1)
     return fail_err (s, &err);
+  if (finish_removal (s, p) == -1)
+    return -1;
   if (repo_clean (&p->r, &p->stale, &p->nstale, &err) == -1)
     return fail_err (s, &err);
   for (i = 0; i < p->nstale; ++i)
