@@ -140,13 +140,17 @@ tool_fails "restore: $repo/disks/a/c1.qcow2: it is inside the repository $repo" 
     restore "$repo@c2" "$repo/disks/a/c1.qcow2"
 
 # --- In use ------------------------------------------------------------
-# hold [-s]: flock R/lock (exclusive, or shared with -s) held by a
-# process of this test until release (flock -F: that process is the
-# one that holds it, and the one release kills).
+# hold FILE [-s]: flock R/FILE (exclusive, or shared with -s) held by
+# a process of this test until release (flock -F: that process is the
+# one that holds it, and the one release kills).  R/lock held
+# exclusively is what a prune holds; shared, what a reader or a backup
+# holds; R/writer.lock, what a backup or a prune holds.
 hold ()
 {
+    local f=$1
+    shift
     rm -f held
-    flock -F "$@" R/lock sh -c 'touch held; exec sleep 60' &
+    flock -F "$@" R/$f sh -c 'touch held; exec sleep 60' &
     holder=$!
     wait_until 10 [ -e held ]
 }
@@ -155,17 +159,28 @@ release ()
     kill $holder
     wait $holder || :
 }
-hold
+busy="$repo is in use by another dirtybitmap"
+# A prune: nothing else.
+hold lock
 for cmd in "list $repo" "restore $repo@c1 x.img" "serve $repo --socket $PWD/s"; do
-    tool_fails "$repo is in use by another dirtybitmap (a backup or a prune): try again once it has ended" $cmd
+    tool_fails "$busy (a prune): try again once it has ended" $cmd
 done
-tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup or a prune, or a list, restore, rollback, serve or verify reading it): try again once it has ended" \
+tool_fails -k a.img.bitmaps "$busy (a prune): try again once it has ended" \
     backup --repo "$repo" --control "$PWD/a.ctl" --checkpoint c3 "$(uri a)"
 release
-hold -s
+# A backup or a prune: no second writer, but readers read.
+hold writer.lock
 dirtybitmap list "$repo" > /dev/null
-tool_fails -k a.img.bitmaps "$repo is in use by another dirtybitmap (a backup or a prune, or a list, restore, rollback, serve or verify reading it)" \
+tool_fails -k a.img.bitmaps "$busy (a backup or a prune): try again once it has ended" \
     backup --repo "$repo" --control "$PWD/a.ctl" --checkpoint c3 "$(uri a)"
+tool_fails "$busy (a backup or a prune): try again once it has ended" \
+    prune --keep-last 1 "$repo"
+release
+# A reader: a prune is refused (test-dirtybitmap-repo-readers.sh: a
+# backup is not).
+hold lock -s
+tool_fails "$busy (a list, restore, rollback, serve or verify reading it): try again once it has ended" \
+    prune --keep-last 1 "$repo"
 release
 test ! -e s
 

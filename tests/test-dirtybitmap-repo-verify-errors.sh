@@ -42,7 +42,7 @@ tool_fails "verify: DIR[@POINT] must be a repository (to verify an image against
 
 # --- Unknown point, in use -------------------------------------------
 tool_fails "verify: $repo has no point c9 (its points: c1, c2)" verify "$repo@c9"
-fails -k R/points/c2.json "verify: $repo is in use by another dirtybitmap (a backup or a prune): try again once it has ended" \
+fails -k R/points/c2.json "verify: $repo is in use by another dirtybitmap (a prune): try again once it has ended" \
     flock -x R/lock dirtybitmap verify "$repo"
 
 # --- A damaged "verified" ----------------------------------------------

@@ -66,7 +66,7 @@ tool_fails -k a.img "rollback: disk a: $PWD/a.ctl: a backup is running on it: wa
            rollback "$repo@mon" --disk "$(spec a)"
 ctl "$PWD/a.ctl" '{"execute": "backup-end", "arguments": {"name": "other"}}'
 
-# The repository in use by a backup: refused before anything.
+# The repository in use by a prune: refused before anything.
 exec 9> "$repo/lock"
 flock -x 9
 tool_fails -k a.img "is in use by another dirtybitmap" \

@@ -278,7 +278,7 @@ do_prune (int argc, char *argv[])
   struct prune st = { 0 };
   int status = EXIT_FAILURE;
 
-  st.r.lock_fd = -1;
+  st.r.lock_fd = st.r.add_fd = -1;
   if (parse_prune (argc, argv, &st) == -1)
     return EXIT_FAILURE;
   if (prepare (&st) == 0 && (st.dry_run || remove_points (&st) == 0)) {

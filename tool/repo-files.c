@@ -181,7 +181,14 @@ repo_clean (const struct repo *r, char ***names, size_t *n,
             struct bmerr *err)
 {
   struct leftovers l = { NULL, 0 };
-  int ret = each_file (r, clean_one, &l, err);
+  /* (A verify may be rewriting a record beside: its temporary file is
+   * not a leftover.)
+   */
+  int fd = repo_lock_records (r, err);
+  int ret = fd == -1 ? -1 : each_file (r, clean_one, &l, err);
+
+  if (fd >= 0)
+    close (fd);
 
   *names = l.names;
   *n = l.n;

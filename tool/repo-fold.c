@@ -563,6 +563,16 @@ repo_remove_point (const struct repo *r, const char *name,
   return ret;
 }
 
+bool
+repo_removal_pending (const struct repo *r)
+{
+  char *path = repo_path (r, INTENT);
+  bool there = path == NULL || access (path, F_OK) == 0;
+
+  free (path);
+  return there;
+}
+
 int
 repo_finish_removal (const struct repo *r, char **name, uint64_t *mended,
                      struct bmerr *err)

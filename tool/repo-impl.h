@@ -27,6 +27,12 @@ extern char *repo_path_of (const char *fs, const char *a, const char *b,
 extern int repo_sync_dir (const struct repo *r, const char *rel,
                           struct bmerr *err);
 
+/* flock(2) on DIR/points, exclusive, waited for (each holder rewrites
+ * one record, or removes what a backup left there): the descriptor to
+ * close, or -1 with err.
+ */
+extern int repo_lock_records (const struct repo *r, struct bmerr *err);
+
 /* Read the JSON file path (at most 1 MiB): NULL with err. */
 extern json_object *repo_read_json (const char *path, struct bmerr *err);
 

@@ -214,23 +214,6 @@ repo_time_now (char *buf, size_t n)
             (long) (ns % 1000000000 / 1000));
 }
 
-/* flock(2) on DIR/points, exclusive: the descriptor to close, or -1. */
-static int
-lock_records (const struct repo *r, struct bmerr *err)
-{
-  char *dir = repo_path (r, "points");
-  int fd = dir ? open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-
-  if (fd == -1 || flock (fd, LOCK_EX) == -1) {
-    bmerr_set (err, errno, "%s: %s", dir ? dir : r->dir, strerror (errno));
-    if (fd >= 0)
-      close (fd);
-    fd = -1;
-  }
-  free (dir);
-  return fd;
-}
-
 /* bad (n ranges) into p.  Past REPO_MAX_BAD ranges, each disk's are
  * folded into one, from its first to the end of its last, held (for
  * all that is known) by the point itself: more is healed, never less.
@@ -273,7 +256,7 @@ repo_record_verified (const struct repo *r, const char *point,
                       struct bmerr *err)
 {
   struct repo_point p;
-  int fd = lock_records (r, err), ret = -1;
+  int fd = repo_lock_records (r, err), ret = -1;
 
   if (fd == -1)
     return -1;
@@ -325,7 +308,7 @@ int
 repo_session_begin (const struct repo *r, bool resume, char **since,
                     struct bmerr *err)
 {
-  int fd = lock_records (r, err), ret = -1;
+  int fd = repo_lock_records (r, err), ret = -1;
   json_object *j;
   char now[64];
 
@@ -349,7 +332,7 @@ int
 repo_session_end (const struct repo *r, struct bmerr *err)
 {
   char *path = repo_path (r, SESSION);
-  int fd = lock_records (r, err), ret = -1;
+  int fd = repo_lock_records (r, err), ret = -1;
 
   if (fd >= 0 && path && unlink (path) == -1 && errno != ENOENT)
     bmerr_set (err, errno, "%s: %s", path, strerror (errno));

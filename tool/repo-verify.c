@@ -606,7 +606,8 @@ free_run (struct vrun *run)
 int
 verify_repo (const char *spec, bool progress, bool json, bool resume)
 {
-  struct vrun run = { .repo = { .lock_fd = -1 }, .progress = progress,
+  struct vrun run = { .repo = { .lock_fd = -1, .add_fd = -1 },
+                      .progress = progress,
                       .json = json, .resume = resume,
                       .points = json_object_new_array () };
   struct bmerr err = { 0 };

@@ -9,9 +9,11 @@
  * foreign record is an error naming the file and the field, never a
  * path followed.  Records and repository.json are written under a
  * temporary name, synced, renamed and the directory synced, so a
- * crash leaves the old state or the new one.  The lock is flock(2) on
- * DIR/lock, never waited for: a second writer, or a reader during a
- * backup, is told at once that DIR is in use.
+ * crash leaves the old state or the new one.  The locks are flock(2)
+ * on DIR/writer.lock (one writer at a time) and DIR/lock (shared by
+ * backups and readers, exclusive for a prune), never waited for: a
+ * second writer, a reader during a prune or a prune during a read is
+ * told at once that DIR is in use.
  */
 
 #include <config.h>
@@ -358,35 +360,70 @@ create_repo (const struct repo *r, struct bmerr *err)
   return ret;
 }
 
+/* Open DIR/name (made if missing) into *fd and flock it with op,
+ * without waiting: EBUSY saying who (what holds it) on contention.
+ */
 static int
-take_lock (struct repo *r, struct bmerr *err)
+lock_file (const struct repo *r, const char *name, int op, int *fd,
+           const char *who, struct bmerr *err)
 {
-  char *path = repo_path (r, "lock");
+  char *path = repo_path (r, name);
 
   if (path == NULL) {
     bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
     return -1;
   }
-  r->lock_fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (r->lock_fd == -1 && errno == ENOENT)
-    r->lock_fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-                       0600);
-  if (r->lock_fd == -1)
+  *fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (*fd == -1 && errno == ENOENT)
+    *fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (*fd == -1)
     bmerr_set (err, errno, "%s: %s", path, strerror (errno));
-  else if (flock (r->lock_fd, (r->writer ? LOCK_EX : LOCK_SH) | LOCK_NB)
-           == -1) {
+  else if (flock (*fd, op | LOCK_NB) == -1) {
     if (errno == EWOULDBLOCK)
       bmerr_set (err, EBUSY, "%s is in use by another dirtybitmap (%s): "
-                 "try again once it has ended", r->dir, r->writer
-                 ? "a backup or a prune, or a list, restore, rollback, "
-                 "serve or verify reading it" : "a backup or a prune");
+                 "try again once it has ended", r->dir, who);
     else
       bmerr_set (err, errno, "%s: flock: %s", path, strerror (errno));
-    close (r->lock_fd);
-    r->lock_fd = -1;
+    close (*fd);
+    *fd = -1;
   }
   free (path);
-  return r->lock_fd == -1 ? -1 : 0;
+  return *fd == -1 ? -1 : 0;
+}
+
+#define READERS "a list, restore, rollback, serve or verify reading it"
+
+static int
+take_lock (struct repo *r, struct bmerr *err)
+{
+  if (r->writer &&
+      lock_file (r, "writer.lock", LOCK_EX, &r->add_fd, "a backup or a prune",
+                 err) == -1)
+    return -1;
+  return lock_file (r, "lock", r->changer ? LOCK_EX : LOCK_SH, &r->lock_fd,
+                    r->changer ? READERS : "a prune", err);
+}
+
+int
+repo_exclude_readers (struct repo *r, struct bmerr *err)
+{
+  if (flock (r->lock_fd, LOCK_EX | LOCK_NB) == 0)
+    return 0;
+  if (errno == EWOULDBLOCK)
+    bmerr_set (err, EBUSY, "%s is in use by another dirtybitmap (%s): "
+               "try again once it has ended", r->dir, READERS);
+  else
+    bmerr_set (err, errno, "%s/lock: flock: %s", r->dir, strerror (errno));
+  return -1;
+}
+
+void
+repo_share (struct repo *r)
+{
+  /* (Made shared again: a prune cannot come between, as this writer
+   * holds DIR/writer.lock.)
+   */
+  flock (r->lock_fd, LOCK_SH);
 }
 
 /* For a writer: DIR made if missing, and checked that it may become a
@@ -423,7 +460,8 @@ open_repo (const char *dir, bool writer, bool create, struct repo *r,
 {
   struct stat st;
 
-  *r = (struct repo) { .lock_fd = -1, .writer = writer };
+  *r = (struct repo) { .lock_fd = -1, .add_fd = -1, .writer = writer,
+                       .changer = writer && !create };
   if (create && writer_prepare (dir, err) == -1)
     return -1;
   if (!create && stat (dir, &st) == -1) {
@@ -470,7 +508,26 @@ repo_close (struct repo *r)
 {
   if (r->lock_fd >= 0)
     close (r->lock_fd);
-  r->lock_fd = -1;
+  if (r->add_fd >= 0)
+    close (r->add_fd);
+  r->lock_fd = r->add_fd = -1;
   free (r->dir);
   r->dir = NULL;
+}
+
+/* flock(2) on DIR/points, exclusive: the descriptor to close, or -1. */
+int
+repo_lock_records (const struct repo *r, struct bmerr *err)
+{
+  char *dir = repo_path (r, "points");
+  int fd = dir ? open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+
+  if (fd == -1 || flock (fd, LOCK_EX) == -1) {
+    bmerr_set (err, errno, "%s: %s", dir ? dir : r->dir, strerror (errno));
+    if (fd >= 0)
+      close (fd);
+    fd = -1;
+  }
+  free (dir);
+  return fd;
 }

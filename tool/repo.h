@@ -3,10 +3,14 @@
  * one owner of its layout: nothing else builds a path inside DIR.
  *
  *   DIR/repository.json         {"format": 1}: DIR is a repository
- *   DIR/lock                    flock(2): exclusive for a writer
- *                               (backup, prune), shared for readers
- *                               (list, restore, rollback, serve,
- *                               verify); never waited for
+ *   DIR/writer.lock             flock(2), exclusive: one writer at a
+ *                               time (a backup or a prune)
+ *   DIR/lock                    flock(2): exclusive for a prune (it
+ *                               changes points' images); shared for
+ *                               a backup (it only adds a point) and
+ *                               for readers (list, restore, rollback,
+ *                               serve, verify).  Neither lock is ever
+ *                               waited for
  *   DIR/points/POINT.json       a complete point (struct repo_point),
  *                               written atomically and last: a point
  *                               exists iff its record does
@@ -58,8 +62,10 @@
 
 struct repo {
   char *dir;                    /* as given */
-  int lock_fd;
-  bool writer;
+  int lock_fd;                  /* DIR/lock */
+  int add_fd;                   /* DIR/writer.lock, held by a writer */
+  bool writer;                  /* a backup or a prune */
+  bool changer;                 /* a prune: DIR/lock held exclusively */
 };
 
 /* One disk of a point (paths relative to DIR). */
@@ -103,16 +109,24 @@ struct repo_points {
   size_t n;
 };
 
-/* Open DIR.  A reader needs a repository; a writer makes one of a
- * missing or empty directory (DIR itself mode 0700).  Then the lock,
- * without waiting: errnum EBUSY when another dirtybitmap holds it.
- * -1 with err.
+/* Open DIR.  A reader needs a repository; a writer (a backup: it adds
+ * points while readers read) makes one of a missing or empty directory
+ * (DIR itself mode 0700).  Then the locks, without waiting: errnum
+ * EBUSY when another dirtybitmap holds one.  -1 with err.
  */
 extern int repo_open (const char *dir, bool writer, struct repo *r,
                       struct bmerr *err);
-/* For a writer of a repository that must exist already (prune). */
+/* For a writer that changes points (prune), of a repository that must
+ * exist already: no reader may be there.
+ */
 extern int repo_open_existing (const char *dir, struct repo *r,
                                struct bmerr *err);
+/* A backup about to finish a removal that a prune left (repo-fold.c):
+ * DIR/lock made exclusive, without waiting (EBUSY while readers are
+ * there), then made shared again by repo_share.  -1 with err.
+ */
+extern int repo_exclude_readers (struct repo *r, struct bmerr *err);
+extern void repo_share (struct repo *r);
 extern void repo_close (struct repo *r);
 
 /* "DIR" or "DIR@POINT" (a point's name has no '@'; the whole of arg
@@ -217,6 +231,9 @@ struct repo_fold {
  */
 extern int repo_remove_point (const struct repo *r, const char *name,
                               struct repo_fold *f, struct bmerr *err);
+
+/* Is a removal that a prune began, and did not complete, there? */
+extern bool repo_removal_pending (const struct repo *r);
 
 /* Finish the removal that a writer killed on the way left, if any:
  * *name is then its point (malloced), else NULL; *mended the chunks

@@ -58,7 +58,7 @@ struct restore {
 
 /* c: a string literal. */
 #define RESTORE_INIT(c) { .cmd = c, .sub = c " ", \
-                          .repo = { .lock_fd = -1 }, \
+                          .repo = { .lock_fd = -1, .add_fd = -1 }, \
                           .requests = COPY_DEFAULT_REQUESTS }
 
 /* DIR[@POINT] opened (shared lock), its point read.  Prints why not. */

@@ -182,7 +182,7 @@ choose_disk (const struct repo_point *p, const char *name)
 static int
 serve_point (const char *spec, const char *disk, const char *path)
 {
-  struct repo r = { .lock_fd = -1 };
+  struct repo r = { .lock_fd = -1, .add_fd = -1 };
   struct repo_point p = { 0 };
   struct bmerr err = { 0 };
   const struct repo_disk *d;

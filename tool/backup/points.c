@@ -190,8 +190,21 @@ finish_removal (struct set *s, struct points *p)
   uint64_t mended = 0;
   char note[96];
 
-  if (repo_finish_removal (&p->r, &name, &mended, &err) == -1)
+  /* A removal changes images that readers may be reading: finished
+   * only while none is there.
+   */
+  if (!repo_removal_pending (&p->r))
+    return 0;
+  if (repo_exclude_readers (&p->r, &err) == -1) {
+    bmerr_prefix (&err, "%s: a prune that did not complete must be "
+                  "finished first, by this backup", p->r.dir);
     return fail_err (s, &err);
+  }
+  if (repo_finish_removal (&p->r, &name, &mended, &err) == -1) {
+    repo_share (&p->r);
+    return fail_err (s, &err);
+  }
+  repo_share (&p->r);
   if (name)
     fprintf (stderr, "%s: backup: %s: finished the removal of point %s, "
              "begun by a prune that did not complete%s\n", prog, p->r.dir,
@@ -211,7 +224,7 @@ points_open (struct set *s, const char *dir)
     set_fail (s, "out of memory");
     return -1;
   }
-  p->r.lock_fd = -1;
+  p->r.lock_fd = p->r.add_fd = -1;
   s->points = p;
   if (repo_open (dir, true, &p->r, &err) == -1)
     return fail_err (s, &err);
