@@ -2,29 +2,37 @@
 /* restore-fill.c: the fill of a restore in the background (see
  * restore.c for the rules it keeps).
  *
- * One thread, with a context of its own on the layer below, walks the
- * granules that are not restored, from where it stopped to the end of
- * the disk and round again, a step at a time: it claims the step's
- * granules, and fills those that are not ready, as a client's read
- * does.  Where the source reads as zeroes (its base:allocation, asked
- * for FILL_MAP bytes ahead and kept: the source never changes), a step
- * is a run of such granules, up to FILL_ZERO_STEP, written below as
+ * Two threads, a reader and a writer, one after the other on the same
+ * steps, so that the source is read while the disk is written.  The
+ * reader (the fill thread) walks the granules that are not restored,
+ * from where it stopped to the end of the disk and round again, a
+ * step at a time: it claims the step's granules, reads from the source
+ * those that are not ready, and hands the step to the writer, which
+ * writes them below (with a context of its own on the layer below),
+ * marks them filled and lets the claim go, as a client's read does.
+ * Where the source reads as zeroes (its base:allocation, asked for
+ * FILL_MAP bytes ahead and kept: the source never changes), a step is
+ * a run of such granules, up to FILL_ZERO_STEP, written below as
  * zeroes (a zero request that may trim: a hole in a file) without
  * reading the source; elsewhere it is FILL_STEP granules (4M) at most,
- * read from the source with several requests in flight (source.c) and
- * written below.  After FILL_BATCH steps, or FILL_BATCH_DATA bytes of
- * data, it flushes the layer below, marks the batch restored and syncs
- * the restored bits (so that a power loss costs at most the batch
- * being filled).  When no granule is left, the restore is complete
- * (restore_complete).
+ * read with several requests in flight (source.c).  FILL_DEPTH steps
+ * at most are between the two, each with its buffer.  After
+ * FILL_BATCH steps, or FILL_BATCH_DATA bytes of data, the writer
+ * flushes the layer below, marks the batch restored and syncs the
+ * restored bits (so that a power loss costs at most the batch being
+ * filled), while the reader reads on.  At the end of the disk the
+ * reader waits for the writer to commit what it has; when no granule
+ * is left, the restore is complete (restore_complete).
  *
  * Clients go first: while they have made a request in the last
- * FILL_IDLE_NS, the fill waits, but never more than FILL_MAX_WAITS
+ * FILL_IDLE_NS, the reader waits, but never more than FILL_MAX_WAITS
  * times in a row, so that it goes on, a step at a time, under a load
- * that never stops.  Each step, and each batch's flush and marks, run
- * as a request in flight (inflight.h), so that a pause holds the fill
- * too.  A failure (the source has gone, the disk fails) is logged,
- * and the step tried again later, after a wait that grows up to
+ * that never stops.  Each step, from its claim to its write, and each
+ * batch's flush and marks, run as a request in flight (inflight.h:
+ * the reader enters, the writer exits), so that a pause holds the
+ * fill too.  A failure (the source has gone, the disk fails) is
+ * logged, the steps after it are dropped, and the fill goes on from
+ * the step that failed later, after a wait that grows up to
  * FILL_RETRY_MAX_NS.
  */
 
@@ -49,6 +57,7 @@
 
 #define FILL_STEP 64                    /* granules of data */
 #define FILL_ZERO_STEP (1024 * 1024 * 1024)     /* bytes of zeroes */
+#define FILL_DEPTH 3                    /* steps */
 #define FILL_BATCH 64                   /* steps */
 #define FILL_BATCH_DATA (16 * 1024 * 1024)      /* bytes of data */
 #define FILL_MAP (1024 * 1024 * 1024)   /* bytes */
@@ -58,8 +67,7 @@
 #define FILL_RETRY_MIN_NS 100000000     /* 100 ms */
 #define FILL_RETRY_MAX_NS 10000000000   /* 10 s */
 
-static nbdkit_next *below;              /* the fill's context */
-static char *buf;                       /* FILL_STEP granules */
+static nbdkit_next *below;              /* the writer's context */
 static bool zeroes;                     /* below can write zeroes */
 static pthread_t thread;
 static bool started;
@@ -67,6 +75,31 @@ static bool started;
 static pthread_mutex_t stop_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static bool stop;
+
+/* A step handed from the reader to the writer: granules [a, b],
+ * claimed (none if a > b: only a commit), their data in buf, or
+ * zeroes; token is its inflight_enter's.
+ */
+struct step {
+  uint64_t a, b;
+  bool zero, commit;
+  unsigned token;
+  char *buf;                            /* FILL_STEP granules */
+};
+
+/* The steps between the reader and the writer: q[head], ... queued of
+ * them, in order.  Under pipe_lock; changed wakes either side.  failed
+ * is set by the writer (with err and the first granule of the step
+ * that failed) and cleared by the reader; the steps after a failure
+ * are dropped.  busy: the writer has a step in hand.
+ */
+static pthread_mutex_t pipe_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+static struct step q[FILL_DEPTH];
+static size_t head, queued;
+static bool busy, failed, writer_stop;
+static int fail_err;
+static uint64_t fail_at;
 
 struct batch {
   size_t n;
@@ -144,9 +177,9 @@ static int
 ask_map (uint64_t start, int *err)
 {
   struct bmerr e;
-  size_t k, n = FILL_MAP_EXTENTS;
+  size_t k, nr = FILL_MAP_EXTENTS;
 
-  if (source_map (rs.src, start, MIN (rs.size - start, FILL_MAP), map.ex, &n,
+  if (source_map (rs.src, start, MIN (rs.size - start, FILL_MAP), map.ex, &nr,
                   fill_stopping, &e) == -1) {
     if (e.errnum != ESHUTDOWN)
       nbdkit_error ("dirtybitmap: %s", e.msg);
@@ -155,9 +188,9 @@ ask_map (uint64_t start, int *err)
     map.offset = map.end = 0;
     return -1;
   }
-  map.n = n;
+  map.n = nr;
   map.offset = map.end = start;
-  for (k = 0; k < n; ++k)
+  for (k = 0; k < nr; ++k)
     map.end += map.ex[k].length;
   return 0;
 }
@@ -209,37 +242,24 @@ map_granule (uint64_t i, uint64_t limit, bool *zero, uint64_t *last,
   return 0;
 }
 
-/* Fill what is not ready of the next step from a (not restored when
- * it was found), up to limit, and add it to the batch.
+/* The next run [*i, *j] of granules not ready from *i to b; false
+ * if there is none.
  */
-static int
-fill_step (uint64_t a, uint64_t limit, struct batch *bt, int *err)
+static bool
+next_run (uint64_t *i, uint64_t b, uint64_t *j)
 {
-  uint64_t b, i, j;
-  bool zero;
-  int r = 0;
-
-  if (map_granule (a, limit, &zero, &b, err) == -1)
-    return -1;
-  b = MIN (b, a + (zero ? FILL_ZERO_STEP >> rs.gbits : FILL_STEP) - 1);
-  claim (a, b);
-  for (i = a; r == 0 && i <= b; i = j + 1) {
-    j = i;
-    if (ready (i))
-      continue;
-    while (j < b && !ready (j + 1))
-      j++;
-    r = fill_granules (below, i, j, zero ? NULL : buf, true, err);
-    if (!zero)
-      bt->data += granule_end (j) - granule_start (i);
-  }
-  unclaim (a, b);
-  if (r == 0) {
-    bt->run[bt->n].a = a;
-    bt->run[bt->n++].b = b;
-  }
-  return r;
+  while (*i <= b && ready (*i))
+    ++*i;
+  if (*i > b)
+    return false;
+  for (*j = *i; *j < b && !ready (*j + 1); ++*j)
+    ;
+  return true;
 }
+
+/*----------------------------------------------------------------------
+ * The writer.
+ */
 
 /* Flush below, then mark the batch's filled granules restored, and
  * sync them.  (A granule of the batch that a client has marked since
@@ -274,50 +294,227 @@ commit_batch (struct batch *bt, int *err)
   return 0;
 }
 
-/* One step: the next one, or the batch's commit; 1 when every
- * granule is restored, -1 on error.
+/* Write what is not ready of st's granules, and let them go; then
+ * commit the batch if it is full (or st asks for it).
  */
 static int
-step (struct batch *bt, uint64_t *cursor, int *err)
+write_step (struct step *st, struct batch *bt, int *err)
 {
-  uint64_t a;
-  unsigned token;
-  int r;
+  uint64_t i = st->a, j;
+  int r = 0;
 
-  a = bits_next_clear (&rs.restored, *cursor, rs.nr);
-  /* Past the end, once the batch is committed: round again. */
-  if (a == rs.nr && bt->n == 0 && *cursor > 0) {
-    *cursor = 0;
-    a = bits_next_clear (&rs.restored, 0, rs.nr);
+  /* (A batch whose commit failed is committed first.) */
+  if (st->a <= st->b && bt->n == FILL_BATCH)
+    r = commit_batch (bt, err);
+  while (r == 0 && next_run (&i, st->b, &j)) {
+    r = fill_write (below, i, j, st->zero ? NULL :
+                    st->buf + granule_start (i - st->a), true, err);
+    if (!st->zero)
+      bt->data += granule_end (j) - granule_start (i);
+    i = j + 1;
   }
-  if (a == rs.nr && bt->n == 0)
-    return 1;
-  if (inflight_enter (&token) == -1) {
+  if (st->a <= st->b) {
+    unclaim (st->a, st->b);
+    if (r == 0) {
+      bt->run[bt->n].a = st->a;
+      bt->run[bt->n++].b = st->b;
+    }
+  }
+  if (r == 0 && (st->commit || bt->n == FILL_BATCH ||
+                 bt->data >= FILL_BATCH_DATA))
+    r = commit_batch (bt, err);
+  return r;
+}
+
+static void *
+writer_main (void *arg)
+{
+  struct batch bt = { .n = 0, .data = 0 };
+  struct step *st;
+  int r, err = 0;
+
+  pthread_mutex_lock (&pipe_lock);
+  for (;;) {
+    while (queued == 0 && !writer_stop)
+      pthread_cond_wait (&changed, &pipe_lock);
+    if (queued == 0)
+      break;
+    st = &q[head];
+    busy = true;
+    r = failed ? 1 : 0;
+    pthread_mutex_unlock (&pipe_lock);
+    if (r == 1) {
+      /* Dropped. */
+      if (st->a <= st->b)
+        unclaim (st->a, st->b);
+      r = 0;
+    }
+    else
+      r = write_step (st, &bt, &err);
+    inflight_exit (st->token);
+    pthread_mutex_lock (&pipe_lock);
+    if (r == -1 && !failed) {
+      failed = true;
+      fail_err = err;
+      /* (A commit that failed: from the start, where its granules
+       * are, filled and not restored.)
+       */
+      fail_at = st->a <= st->b ? st->a : 0;
+    }
+    head = (head + 1) % FILL_DEPTH;
+    queued--;
+    busy = false;
+    pthread_cond_broadcast (&changed);
+  }
+  pthread_mutex_unlock (&pipe_lock);
+  return NULL;
+}
+
+/*----------------------------------------------------------------------
+ * The reader.
+ */
+
+/* Hand st to the writer (there is room). */
+static void
+hand_over (const struct step *st)
+{
+  struct step *t;
+
+  pthread_mutex_lock (&pipe_lock);
+  t = &q[(head + queued) % FILL_DEPTH];
+  t->a = st->a;
+  t->b = st->b;
+  t->zero = st->zero;
+  t->commit = st->commit;
+  t->token = st->token;
+  queued++;
+  pthread_cond_broadcast (&changed);
+  pthread_mutex_unlock (&pipe_lock);
+}
+
+/* Wait for room for a step (and set buf to its buffer), or, with
+ * all, for the writer to be done with every step.  After a failure of
+ * the writer, waits for it to be done with every step (it drops them),
+ * clears the failure and returns -1 with its error, and the granule to
+ * go on from in cursor.
+ */
+static int
+wait_writer (bool all, char **buf, uint64_t *cursor, int *err)
+{
+  int r = 0;
+
+  pthread_mutex_lock (&pipe_lock);
+  while (all || failed ? queued > 0 || busy : queued == FILL_DEPTH)
+    pthread_cond_wait (&changed, &pipe_lock);
+  if (failed) {
+    failed = false;
+    *err = fail_err;
+    *cursor = fail_at;
+    r = -1;
+  }
+  if (buf)
+    *buf = q[(head + queued) % FILL_DEPTH].buf;
+  pthread_mutex_unlock (&pipe_lock);
+  return r;
+}
+
+/* Read the next step from a (not restored when it was found), up to
+ * limit, into buf, claimed, in st.
+ */
+static int
+read_step (uint64_t a, uint64_t limit, char *buf, struct step *st, int *err)
+{
+  uint64_t i = a, j;
+  int r = 0;
+
+  if (map_granule (a, limit, &st->zero, &st->b, err) == -1)
+    return -1;
+  st->a = a;
+  st->b = MIN (st->b, a + (st->zero ? FILL_ZERO_STEP >> rs.gbits
+                           : FILL_STEP) - 1);
+  st->commit = false;
+  claim (st->a, st->b);
+  while (r == 0 && !st->zero && next_run (&i, st->b, &j)) {
+    r = fill_read (i, j, buf + granule_start (i - a), true, err);
+    i = j + 1;
+  }
+  if (r == -1) {
+    unclaim (st->a, st->b);
+    return -1;
+  }
+  test_pause_point ("restore-fill-read");
+  return 0;
+}
+
+/* At the end of the disk: the writer commits all it has.  1 if every
+ * granule is restored then; else the next round begins at 0.
+ */
+static int
+round_end (uint64_t *cursor, int *err)
+{
+  struct step st = { .a = 1, .b = 0, .commit = true };
+
+  if (wait_writer (false, NULL, cursor, err) == -1)
+    return -1;
+  if (inflight_enter (&st.token) == -1) {
     *err = ESHUTDOWN;
     return -1;
   }
-  if (a == rs.nr || bt->n == FILL_BATCH || bt->data >= FILL_BATCH_DATA)
-    r = commit_batch (bt, err);
-  else {
-    r = fill_step (a, bits_next_set (&rs.restored, a, rs.nr) - 1, bt, err);
-    if (r == 0)
-      *cursor = bt->run[bt->n - 1].b + 1;
+  hand_over (&st);
+  if (wait_writer (true, NULL, cursor, err) == -1)
+    return -1;
+  if (bits_next_clear (&rs.restored, 0, rs.nr) == rs.nr)
+    return 1;
+  *cursor = 0;
+  return 0;
+}
+
+/* One step: the next one handed to the writer, or the end of a round;
+ * 1 when every granule is restored, -1 on error.
+ */
+static int
+step (uint64_t *cursor, int *err)
+{
+  struct step st;
+  uint64_t a;
+  char *buf;
+
+  a = bits_next_clear (&rs.restored, *cursor, rs.nr);
+  if (a == rs.nr)
+    return round_end (cursor, err);
+  if (wait_writer (false, &buf, cursor, err) == -1)
+    return -1;
+  if (inflight_enter (&st.token) == -1) {
+    *err = ESHUTDOWN;
+    return -1;
   }
-  inflight_exit (token);
-  return r;
+  if (read_step (a, bits_next_set (&rs.restored, a, rs.nr) - 1, buf, &st,
+                 err) == -1) {
+    inflight_exit (st.token);
+    return -1;
+  }
+  hand_over (&st);
+  *cursor = st.b + 1;
+  return 0;
 }
 
 static void *
 fill_main (void *arg)
 {
-  struct batch bt = { .n = 0, .data = 0 };
+  pthread_t writer;
   uint64_t cursor = 0;
   int64_t retry = FILL_RETRY_MIN_NS;
   int r = 0, err = 0;
 
   test_pause_point ("restore-fill-start");
+  err = pthread_create (&writer, NULL, writer_main, NULL);
+  if (err) {
+    nbdkit_error ("dirtybitmap: restore-from=%s: cannot start the fill: %s",
+                  rs.source, strerror (err));
+    return NULL;
+  }
   while (!fill_stopping () && give_way ()) {
-    r = step (&bt, &cursor, &err);
+    r = step (&cursor, &err);
     if (r == 1)
       break;
     if (r == 0) {
@@ -332,12 +529,18 @@ fill_main (void *arg)
       break;
     retry = MIN (2 * retry, FILL_RETRY_MAX_NS);
   }
+  /* The writer writes what it has, and stops. */
+  pthread_mutex_lock (&pipe_lock);
+  writer_stop = true;
+  pthread_cond_broadcast (&changed);
+  pthread_mutex_unlock (&pipe_lock);
+  pthread_join (writer, NULL);
   if (r == 1)
     restore_complete (below);
   return NULL;
 }
 
-/* The fill's own context on the layer below, checked as a client's
+/* The writer's own context on the layer below, checked as a client's
  * connection is.
  */
 static int
@@ -358,39 +561,54 @@ open_below (nbdkit_backend *backend, const char *export_name,
     below = NULL;
     return -1;
   }
+  /* (Or every granule is read from the source.) */
+  zeroes = below->can_zero (below) > NBDKIT_ZERO_NONE;
   return 0;
+}
+
+static void
+close_below (void)
+{
+  size_t k;
+
+  if (below) {
+    below->finalize (below);
+    nbdkit_next_context_close (below);
+    below = NULL;
+  }
+  for (k = 0; k < FILL_DEPTH; ++k) {
+    free (q[k].buf);
+    q[k].buf = NULL;
+  }
 }
 
 int
 fill_start (nbdkit_backend *backend, const char *export_name,
             struct bmerr *err)
 {
+  size_t k;
   int e;
 
-  buf = malloc (FILL_STEP << rs.gbits);
-  if (buf == NULL) {
-    bmerr_set (err, errno, "cannot start the fill: %s", strerror (errno));
+  head = queued = 0;
+  failed = writer_stop = false;
+  for (k = 0; k < FILL_DEPTH; ++k)
+    if ((q[k].buf = malloc (FILL_STEP << rs.gbits)) == NULL) {
+      bmerr_set (err, errno, "cannot start the fill: %s", strerror (errno));
+      close_below ();
+      return -1;
+    }
+  if (open_below (backend, export_name, err) == -1) {
+    close_below ();
     return -1;
   }
-  if (open_below (backend, export_name, err) == -1)
-    goto err;
-  /* (Or every granule is read from the source.) */
-  zeroes = below->can_zero (below) > NBDKIT_ZERO_NONE;
   e = pthread_create (&thread, NULL, fill_main, NULL);
   if (e) {
     bmerr_set (err, e, "cannot start the fill: %s", strerror (e));
-    below->finalize (below);
-    nbdkit_next_context_close (below);
-    below = NULL;
-    goto err;
+    close_below ();
+    return -1;
   }
   started = true;
   return 0;
-
- err:
-  free (buf);
-  buf = NULL;
-  return -1;
 }
 
 void
@@ -404,9 +622,5 @@ fill_stop (void)
   pthread_mutex_unlock (&stop_lock);
   pthread_join (thread, NULL);
   started = false;
-  below->finalize (below);
-  nbdkit_next_context_close (below);
-  below = NULL;
-  free (buf);
-  buf = NULL;
+  close_below ();
 }

@@ -299,8 +299,7 @@ all_ready (uint64_t first, uint64_t last)
 }
 
 int
-fill_granules (nbdkit_next *next, uint64_t a, uint64_t b, char *buf,
-               bool background, int *err)
+fill_read (uint64_t a, uint64_t b, char *buf, bool background, int *err)
 {
   const uint64_t offset = granule_start (a), len = granule_end (b) - offset;
   struct bmerr e;
@@ -309,16 +308,22 @@ fill_granules (nbdkit_next *next, uint64_t a, uint64_t b, char *buf,
    * nbdkit shuts down or the client goes (and then there is no one to
    * tell).
    */
-  if (buf && source_pread (rs.src, buf, len, offset,
-                           background ? fill_stopping : rs.give_up,
-                           &e) == -1) {
+  if (source_pread (rs.src, buf, len, offset,
+                    background ? fill_stopping : rs.give_up, &e) == -1) {
     if (e.errnum != ESHUTDOWN)
       nbdkit_error ("dirtybitmap: %s", e.msg);
     *err = e.errnum == ESHUTDOWN ? ESHUTDOWN : EIO;
     return -1;
   }
-  if (background)
-    test_pause_point ("restore-fill-read");
+  return 0;
+}
+
+int
+fill_write (nbdkit_next *next, uint64_t a, uint64_t b, const char *buf,
+            bool background, int *err)
+{
+  const uint64_t offset = granule_start (a), len = granule_end (b) - offset;
+
   /* The disk changes from here on: the file records that it is open
    * before (tracker.h).
    */
@@ -332,6 +337,18 @@ fill_granules (nbdkit_next *next, uint64_t a, uint64_t b, char *buf,
   bits_set_range (&rs.filled, a, b);
   pthread_mutex_unlock (&claims_lock);
   return 0;
+}
+
+/* Granules [a, b], claimed and none ready: read from the source into
+ * buf (room for them), written below, filled.
+ */
+static int
+fill_granules (nbdkit_next *next, uint64_t a, uint64_t b, char *buf,
+               int *err)
+{
+  if (fill_read (a, b, buf, false, err) == -1)
+    return -1;
+  return fill_write (next, a, b, buf, false, err);
 }
 
 void
@@ -424,7 +441,7 @@ read_claimed (nbdkit_next *next, char *buf, uint32_t count, uint64_t offset,
         nbdkit_error ("dirtybitmap: restore: %m");
         return -1;
       }
-      r = fill_granules (next, i, j, data, false, err);
+      r = fill_granules (next, i, j, data, err);
       if (r == 0)
         memcpy (buf + (pos - offset), data + (pos - granule_start (i)),
                 run_end - pos);
@@ -475,7 +492,7 @@ fill_one (nbdkit_next *next, uint64_t i, int *err)
     nbdkit_error ("dirtybitmap: restore: %m");
     return -1;
   }
-  r = fill_granules (next, i, i, data, false, err);
+  r = fill_granules (next, i, i, data, err);
   free (data);
   return r;
 }
