@@ -2,8 +2,8 @@
 /* restore-fill.c: the fill of a restore in the background (see
  * restore.c for the rules it keeps).
  *
- * Two threads, a reader and a writer, one after the other on the same
- * steps, so that the source is read while the disk is written.  The
+ * Three threads, one after the other on the same granules, so that
+ * the source is read while the disk is written and flushed.  The
  * reader (the fill thread) walks the granules that are not restored,
  * from where it stopped to the end of the disk and round again, a
  * step at a time: it claims the step's granules, reads from the source
@@ -16,24 +16,27 @@
  * zeroes (a zero request that may trim: a hole in a file) without
  * reading the source; elsewhere it is FILL_STEP granules (4M) at most,
  * read with several requests in flight (source.c).  FILL_DEPTH steps
- * at most are between the two, each with its buffer.  After
- * FILL_BATCH steps, or FILL_BATCH_DATA bytes of data, the writer
- * flushes the layer below, marks the batch restored and syncs the
- * restored bits (so that a power loss costs at most the batch being
- * filled), while the reader reads on.  At the end of the disk the
- * reader waits for the writer to commit what it has; when no granule
- * is left, the restore is complete (restore_complete).
+ * at most are between the reader and the writer, each with its
+ * buffer.  After FILL_BATCH steps, or FILL_BATCH_DATA bytes of data,
+ * the writer hands the batch to the committer, which flushes the layer
+ * below, marks the batch restored and syncs the restored bits (so that
+ * a power loss costs at most the batches being filled and committed),
+ * while the writer fills the next one (and waits for the committer
+ * only if that one is full first).  At the end of the disk the reader
+ * waits for both to be done; when no granule is left, the restore is
+ * complete (restore_complete).
  *
  * Clients go first: while they have made a request in the last
  * FILL_IDLE_NS, the reader waits, but never more than FILL_MAX_WAITS
  * times in a row, so that it goes on, a step at a time, under a load
  * that never stops.  Each step, from its claim to its write, and each
  * batch's flush and marks, run as a request in flight (inflight.h:
- * the reader enters, the writer exits), so that a pause holds the
- * fill too.  A failure (the source has gone, the disk fails) is
- * logged, the steps after it are dropped, and the fill goes on from
- * the step that failed later, after a wait that grows up to
- * FILL_RETRY_MAX_NS.
+ * the reader enters, the writer or, for the step that ends a batch,
+ * the committer exits; neither waits for anything a pause holds), so
+ * that a pause holds the fill too.  A failure (the source has gone,
+ * the disk fails) is logged, the steps after it are dropped, and the
+ * fill goes on later from the step that failed (from the start, for
+ * a commit), after a wait that grows up to FILL_RETRY_MAX_NS.
  */
 
 #include <config.h>
@@ -87,6 +90,16 @@ struct step {
   char *buf;                            /* FILL_STEP granules */
 };
 
+/* The granules written since the last commit, and the token of the
+ * step that asked for it to be committed.
+ */
+struct batch {
+  size_t n;
+  uint64_t data;                        /* bytes of data filled */
+  unsigned token;
+  struct { uint64_t a, b; } run[FILL_BATCH];
+};
+
 /* The steps between the reader and the writer: q[head], ... queued of
  * them, in order.  Under pipe_lock; changed wakes either side.  failed
  * is set by the writer (with err and the first granule of the step
@@ -97,15 +110,15 @@ static pthread_mutex_t pipe_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static struct step q[FILL_DEPTH];
 static size_t head, queued;
-static bool busy, failed, writer_stop;
+static bool busy, failed, writer_stop, committer_stop;
 static int fail_err;
 static uint64_t fail_at;
+/* The batch the writer fills, and the one the committer commits (NULL
+ * while it has none).
+ */
+static struct batch batches[2];
+static struct batch *filling = &batches[0], *committing;
 
-struct batch {
-  size_t n;
-  uint64_t data;                        /* bytes of data filled */
-  struct { uint64_t a, b; } run[FILL_BATCH];
-};
 
 /* What the source said of [offset, end): ex[0..n), adjacent. */
 static struct {
@@ -289,13 +302,11 @@ commit_batch (struct batch *bt, int *err)
   if (restore_sync (err) == -1)
     return -1;
   test_pause_point ("restore-fill-synced");
-  bt->n = 0;
-  bt->data = 0;
   return 0;
 }
 
-/* Write what is not ready of st's granules, and let them go; then
- * commit the batch if it is full (or st asks for it).
+/* Write what is not ready of st's granules, and let them go; add
+ * them to the batch being filled.
  */
 static int
 write_step (struct step *st, struct batch *bt, int *err)
@@ -303,9 +314,6 @@ write_step (struct step *st, struct batch *bt, int *err)
   uint64_t i = st->a, j;
   int r = 0;
 
-  /* (A batch whose commit failed is committed first.) */
-  if (st->a <= st->b && bt->n == FILL_BATCH)
-    r = commit_batch (bt, err);
   while (r == 0 && next_run (&i, st->b, &j)) {
     r = fill_write (below, i, j, st->zero ? NULL :
                     st->buf + granule_start (i - st->a), true, err);
@@ -313,23 +321,43 @@ write_step (struct step *st, struct batch *bt, int *err)
       bt->data += granule_end (j) - granule_start (i);
     i = j + 1;
   }
-  if (st->a <= st->b) {
-    unclaim (st->a, st->b);
-    if (r == 0) {
-      bt->run[bt->n].a = st->a;
-      bt->run[bt->n++].b = st->b;
-    }
+  unclaim (st->a, st->b);
+  if (r == 0) {
+    bt->run[bt->n].a = st->a;
+    bt->run[bt->n++].b = st->b;
   }
-  if (r == 0 && (st->commit || bt->n == FILL_BATCH ||
-                 bt->data >= FILL_BATCH_DATA))
-    r = commit_batch (bt, err);
   return r;
+}
+
+/* The writer has written st (r: how it went); under pipe_lock.  If
+ * the batch being filled is full, or st asks for it, it is handed to
+ * the committer (once it is done with the one before) with st's
+ * token; else st's token goes.
+ */
+static void
+step_done (struct step *st, int r, int err)
+{
+  struct batch *bt = filling;
+
+  if (r == -1 && !failed) {
+    failed = true;
+    fail_err = err;
+    fail_at = st->a;
+  }
+  if (!st->commit && bt->n < FILL_BATCH && bt->data < FILL_BATCH_DATA) {
+    inflight_exit (st->token);
+    return;
+  }
+  while (committing)
+    pthread_cond_wait (&changed, &pipe_lock);
+  bt->token = st->token;
+  committing = bt;
+  filling = bt == &batches[0] ? &batches[1] : &batches[0];
 }
 
 static void *
 writer_main (void *arg)
 {
-  struct batch bt = { .n = 0, .data = 0 };
   struct step *st;
   int r, err = 0;
 
@@ -343,27 +371,55 @@ writer_main (void *arg)
     busy = true;
     r = failed ? 1 : 0;
     pthread_mutex_unlock (&pipe_lock);
-    if (r == 1) {
+    if (st->a > st->b)
+      r = 0;
+    else if (r == 1) {
       /* Dropped. */
-      if (st->a <= st->b)
-        unclaim (st->a, st->b);
+      unclaim (st->a, st->b);
       r = 0;
     }
     else
-      r = write_step (st, &bt, &err);
-    inflight_exit (st->token);
+      r = write_step (st, filling, &err);
     pthread_mutex_lock (&pipe_lock);
-    if (r == -1 && !failed) {
-      failed = true;
-      fail_err = err;
-      /* (A commit that failed: from the start, where its granules
-       * are, filled and not restored.)
-       */
-      fail_at = st->a <= st->b ? st->a : 0;
-    }
+    step_done (st, r, err);
     head = (head + 1) % FILL_DEPTH;
     queued--;
     busy = false;
+    pthread_cond_broadcast (&changed);
+  }
+  pthread_mutex_unlock (&pipe_lock);
+  return NULL;
+}
+
+/* The committer: each batch handed over, committed. */
+static void *
+committer_main (void *arg)
+{
+  struct batch *bt;
+  int r, err = 0;
+
+  pthread_mutex_lock (&pipe_lock);
+  for (;;) {
+    while (committing == NULL && !committer_stop)
+      pthread_cond_wait (&changed, &pipe_lock);
+    if (committing == NULL)
+      break;
+    bt = committing;
+    pthread_mutex_unlock (&pipe_lock);
+    r = commit_batch (bt, &err);
+    inflight_exit (bt->token);
+    pthread_mutex_lock (&pipe_lock);
+    /* (A batch that failed is dropped: its granules, filled and not
+     * restored, are filled again from the start.)
+     */
+    if (r == -1 && !failed) {
+      failed = true;
+      fail_err = err;
+      fail_at = 0;
+    }
+    bt->n = 0;
+    bt->data = 0;
+    committing = NULL;
     pthread_cond_broadcast (&changed);
   }
   pthread_mutex_unlock (&pipe_lock);
@@ -404,7 +460,8 @@ wait_writer (bool all, char **buf, uint64_t *cursor, int *err)
   int r = 0;
 
   pthread_mutex_lock (&pipe_lock);
-  while (all || failed ? queued > 0 || busy : queued == FILL_DEPTH)
+  while (all || failed ? queued > 0 || busy || committing
+         : queued == FILL_DEPTH)
     pthread_cond_wait (&changed, &pipe_lock);
   if (failed) {
     failed = false;
@@ -498,16 +555,42 @@ step (uint64_t *cursor, int *err)
   return 0;
 }
 
+/* Stop the writer, then the committer: what they have is written
+ * and committed.
+ */
+static void
+stop_pipe (pthread_t writer, pthread_t committer)
+{
+  pthread_mutex_lock (&pipe_lock);
+  writer_stop = true;
+  pthread_cond_broadcast (&changed);
+  pthread_mutex_unlock (&pipe_lock);
+  pthread_join (writer, NULL);
+  pthread_mutex_lock (&pipe_lock);
+  committer_stop = true;
+  pthread_cond_broadcast (&changed);
+  pthread_mutex_unlock (&pipe_lock);
+  pthread_join (committer, NULL);
+}
+
 static void *
 fill_main (void *arg)
 {
-  pthread_t writer;
+  pthread_t writer, committer;
   uint64_t cursor = 0;
   int64_t retry = FILL_RETRY_MIN_NS;
   int r = 0, err = 0;
 
   test_pause_point ("restore-fill-start");
-  err = pthread_create (&writer, NULL, writer_main, NULL);
+  err = pthread_create (&committer, NULL, committer_main, NULL);
+  if (err == 0 &&
+      (err = pthread_create (&writer, NULL, writer_main, NULL)) != 0) {
+    pthread_mutex_lock (&pipe_lock);
+    committer_stop = true;
+    pthread_cond_broadcast (&changed);
+    pthread_mutex_unlock (&pipe_lock);
+    pthread_join (committer, NULL);
+  }
   if (err) {
     nbdkit_error ("dirtybitmap: restore-from=%s: cannot start the fill: %s",
                   rs.source, strerror (err));
@@ -529,12 +612,7 @@ fill_main (void *arg)
       break;
     retry = MIN (2 * retry, FILL_RETRY_MAX_NS);
   }
-  /* The writer writes what it has, and stops. */
-  pthread_mutex_lock (&pipe_lock);
-  writer_stop = true;
-  pthread_cond_broadcast (&changed);
-  pthread_mutex_unlock (&pipe_lock);
-  pthread_join (writer, NULL);
+  stop_pipe (writer, committer);
   if (r == 1)
     restore_complete (below);
   return NULL;
@@ -590,7 +668,10 @@ fill_start (nbdkit_backend *backend, const char *export_name,
   int e;
 
   head = queued = 0;
-  failed = writer_stop = false;
+  failed = writer_stop = committer_stop = false;
+  memset (batches, 0, sizeof batches);
+  filling = &batches[0];
+  committing = NULL;
   for (k = 0; k < FILL_DEPTH; ++k)
     if ((q[k].buf = malloc (FILL_STEP << rs.gbits)) == NULL) {
       bmerr_set (err, errno, "cannot start the fill: %s", strerror (errno));
