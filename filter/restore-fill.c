@@ -226,7 +226,7 @@ map_granule (uint64_t i, uint64_t limit, bool *zero, uint64_t *last,
              int *err)
 {
   const uint64_t start = granule_start (i);
-  uint64_t pos = map.offset, g;
+  uint64_t pos, g;
   size_t k = 0;
 
   *zero = false;
@@ -235,6 +235,7 @@ map_granule (uint64_t i, uint64_t limit, bool *zero, uint64_t *last,
     return 0;
   if ((start < map.offset || start >= map.end) && ask_map (start, err) == -1)
     return -1;
+  pos = map.offset;
   while (pos + map.ex[k].length <= start)
     pos += map.ex[k++].length;
   if (map.ex[k].zero && granule_end (i) <= pos + map.ex[k].length) {
