@@ -4,7 +4,7 @@
 # fill against a plain restore of the same point, how soon the disk
 # serves its first read, and guest reads while the fill runs.
 #
-#   bench/instant.sh [--rounds=N] [--size=MIB] [--runtime=S]
+#   bench/instant.sh [--rounds=N] [--size=MIB]
 #                    [--parts=fill,first,reads] [--dir=DIR]
 #
 # fill     A disk of --size MiB (512), three quarters random data and a
@@ -30,17 +30,18 @@
 #          at the start, 1M every 4G), each a qcow2 chain of 1 and of 8
 #          images (each overlay rewrites 1M) made with qemu-img, served
 #          by qemu-nbd -r -t -e 16 (as `dirtybitmap serve` does).
-# reads    fio 4K random reads, QD1, --runtime S (5) over the whole disk
-#          of the fill part's point c8: "during" while the fill runs
-#          (nbdkit just started, restoring a new file; the fill gives
-#          way to the reads), then, on the same server once the restore
-#          is complete, "restored" and "restored2" (A/A).  Reported:
-#          IOPS, the median, p99 and p99.9 latency, and how much the
-#          fill restored during the run.
+# reads    4K reads at random offsets over the whole disk of the fill
+#          part's point c8, one at a time (libnbd's Python binding),
+#          timed each: "during" from the start of nbdkit restoring a new
+#          file until the restore is complete (the fill gives way to
+#          the reads, and the reads fill what they touch), then, on the
+#          same server, as many reads on the restored disk, "restored"
+#          and "restored2" (A/A).  Reported: the reads, the seconds,
+#          the median, p99, p99.9 and largest latency.
 #
-# Needs nbdkit, nbdcopy and nbdsh (libnbd, Python's nbd module), fio
-# with its nbd engine, qemu-img, qemu-io and qemu-nbd, and the filter
-# and tool built in this tree.
+# Needs nbdkit, nbdcopy and nbdsh (libnbd, Python's nbd module),
+# qemu-img, qemu-io and qemu-nbd, and the filter and tool built in this
+# tree.
 set -e
 set -o pipefail
 shopt -s inherit_errexit
@@ -55,24 +56,22 @@ basedir="${TMPDIR:-/tmp}"
 
 rounds=5
 size_mib=512
-runtime=5
 parts=fill,first,reads
 for arg in "$@"; do
     case "$arg" in
         --rounds=*) rounds="${arg#*=}" ;;
         --size=*) size_mib="${arg#*=}" ;;
-        --runtime=*) runtime="${arg#*=}" ;;
         --parts=*) parts="${arg#*=}" ;;
         --dir=*) basedir="${arg#*=}" ;;
         -h|--help) sed -n '3,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
         *) echo "$prog: unknown option $arg (see --help)" >&2; exit 1 ;;
     esac
 done
-case "$rounds$size_mib$runtime" in
-    *[!0-9]*|'') echo "$prog: --rounds, --size and --runtime take whole numbers" >&2; exit 1 ;;
+case "$rounds$size_mib" in
+    *[!0-9]*|'') echo "$prog: --rounds and --size take whole numbers" >&2; exit 1 ;;
 esac
 find_built
-for p in nbdkit nbdcopy nbdsh python3 qemu-img qemu-io qemu-nbd fio cmp; do
+for p in nbdkit nbdcopy nbdsh python3 qemu-img qemu-io qemu-nbd cmp; do
     command -v $p >/dev/null || { echo "$prog: needs $p" >&2; exit 1; }
 done
 has_part () { case ",$parts," in *,$1,*) return 0 ;; esac; return 1; }
@@ -359,81 +358,104 @@ EOF
 
 # --- reads --------------------------------------------------------------
 
-# fio_reads URI NAME: 4K random reads, QD1; one line "IOPS P50 P99 P999"
-# (latencies in microseconds).
-fio_reads ()
+# The reader: 4K reads at random offsets, one at a time, through
+# libnbd's Python binding, from the start of a server restoring the
+# disk (its arguments) until it says the restore is complete
+# ("during"); then, on the same server, as many reads again, twice
+# ("restored", "restored2").  One line per cell: "CELL READS SECONDS
+# P50 P99 P999 MAX" (latencies in microseconds).
+reads_cells ()
 {
-    fio --name="$2" --ioengine=nbd --uri="$1" --rw=randread --bs=4k \
-        --iodepth=1 --runtime="$runtime" --time_based --norandommap \
-        --randrepeat=0 --output-format=json > "$work/fio-$2.json" 2>> "$log"
-    python3 - "$work/fio-$2.json" <<'EOF'
-import json, sys
-text = open(sys.argv[1]).read()
-j = json.loads(text[text.index("{"):])["jobs"][0]["read"]
-p = j["clat_ns"]["percentile"]
-print("%.0f %.1f %.1f %.1f" % (j["iops"], p["50.000000"] / 1e3,
-                               p["99.000000"] / 1e3, p["99.900000"] / 1e3))
+    PATH=/usr/bin:/bin:$PATH python3 - "$work/reads.sock" "$@" <<'EOF'
+import nbd, random, subprocess, sys, threading, time
+sock = sys.argv[1]
+p = subprocess.Popen(sys.argv[2:], stderr=subprocess.PIPE, text=True)
+done = threading.Event()
+def watch():
+    for line in p.stderr:
+        if " is complete" in line:
+            done.set()
+threading.Thread(target=watch, daemon=True).start()
+t0 = time.monotonic()
+while True:
+    h = nbd.NBD()
+    try:
+        h.connect_unix(sock)
+        break
+    except nbd.Error:
+        del h
+        if p.poll() is not None or time.monotonic() - t0 > 30:
+            sys.exit("nbdkit did not serve")
+        time.sleep(0.001)
+size = h.get_size()
+rnd = random.Random(1)
+def run(name, n=None):
+    lat = []
+    t = time.monotonic()
+    while (n is None and not done.is_set()) or (n is not None and len(lat) < n):
+        off = rnd.randrange(size // 4096) * 4096
+        a = time.perf_counter_ns()
+        h.pread(4096, off)
+        lat.append(time.perf_counter_ns() - a)
+    secs = time.monotonic() - t
+    lat.sort()
+    q = lambda f: lat[min(len(lat) - 1, int(f * len(lat)))] / 1e3
+    print("%s %d %.3f %.1f %.1f %.1f %.1f" % (name, len(lat), secs, q(0.5),
+                                              q(0.99), q(0.999), lat[-1] / 1e3))
+    return len(lat)
+n = run("during")
+if not done.wait(60):
+    sys.exit("the restore did not complete")
+run("restored", n)
+run("restored2", n)
+h.shutdown()
+p.terminate()
+p.wait()
 EOF
-}
-
-restored_bytes ()
-{
-    "$DIRTYBITMAP" info --control "$work/reads.ctl" |
-        sed -n 's/^restore: .*: \([0-9]*\) of [0-9]* bytes restored.*/\1/p;s/^restore: .*: complete$/complete/p'
 }
 
 part_reads ()
 {
-    local r v before after uri2="nbd+unix:///?socket=$work/reads.sock" pid
-    echo "## reads: fio 4K random reads, QD1, ${runtime}s, during the fill and on the restored disk" | tee -a "$log"
-    printf '%-7s %-10s %8s %9s %9s %9s   %s\n' round cell IOPS "p50 us" "p99 us" "p99.9 us" "restored during the run" | tee -a "$log"
+    local r c n secs p50 p99 p999 max t
+    echo "## reads: 4K random reads, one at a time, while the fill runs and on the restored disk" | tee -a "$log"
+    printf '%-6s %-10s %7s %8s %8s %8s %9s %9s\n' round cell reads seconds \
+           "p50 us" "p99 us" "p99.9 us" "max us" | tee -a "$log"
     : > "$work/reads"
     for (( r = 1; r <= rounds; ++r )); do
         serve_point c8 "$work/point.sock"
-        rm -f "$work/reads.img" "$work/reads.img.bitmaps" "$work/reads.ctl" \
-              "$work/reads.sock"
+        rm -f "$work/reads.img" "$work/reads.img.bitmaps" "$work/reads.sock"
         truncate -s $size "$work/reads.img"
-        nbdkit -f -U "$work/reads.sock" --filter="$FILTER" file "$work/reads.img" \
-               restore-from="nbd+unix:///?socket=$work/point.sock" \
-               control="$work/reads.ctl" 2>> "$work/reads.err" &
-        pid=$!
-        pids+=($pid)
-        wait_socket "$work/reads.ctl"
-        before=$(restored_bytes)
-        v=$(fio_reads "$uri2" during)
-        after=$(restored_bytes)
-        echo "$r during $v" >> "$work/reads"
-        printf '%-7s %-10s %8s %9s %9s %9s   %s\n' $r during $v "$before -> $after of $size bytes" | tee -a "$log"
-        while [ "$(restored_bytes)" != complete ]; do sleep 0.1; done
-        for c in restored restored2; do
-            v=$(fio_reads "$uri2" $c)
-            echo "$r $c $v" >> "$work/reads"
-            printf '%-7s %-10s %8s %9s %9s %9s\n' $r $c $v | tee -a "$log"
-        done
-        kill -TERM $pid
-        wait $pid || true
+        reads_cells nbdkit -f -U "$work/reads.sock" --filter="$FILTER" \
+                    file "$work/reads.img" \
+                    restore-from="nbd+unix:///?socket=$work/point.sock" \
+                    > "$work/reads.$r"
         stop_serve
         cmp "$work/disk.c8" "$work/reads.img"
+        while read -r c n secs p50 p99 p999 max; do
+            echo "$r $c $n $secs $p50 $p99 $p999 $max" >> "$work/reads"
+            printf '%-6s %-10s %7s %8s %8s %8s %9s %9s\n' $r $c $n $secs \
+                   $p50 $p99 $p999 $max | tee -a "$log"
+        done < "$work/reads.$r"
     done
     python3 - "$work/reads" <<'EOF' | tee -a "$log"
 import collections, statistics, sys
 res = collections.defaultdict(dict)
 for line in open(sys.argv[1]):
-    r, c, iops, p50, p99, p999 = line.split()
-    res[c][int(r)] = (float(iops), float(p50), float(p99), float(p999))
+    r, c, n, secs, p50, p99, p999, mx = line.split()
+    res[c][int(r)] = [float(x) for x in (n, secs, p50, p99, p999, mx)]
 med = statistics.median
 print()
 print("medians over the rounds:")
-print("  %-10s %8s %9s %9s %9s" % ("cell", "IOPS", "p50 us", "p99 us", "p99.9 us"))
+print("  %-10s %7s %8s %8s %8s %9s %9s" % ("cell", "reads", "seconds", "p50 us",
+                                          "p99 us", "p99.9 us", "max us"))
 for c in ("during", "restored", "restored2"):
-    v = res[c].values()
-    print("  %-10s %8.0f %9.1f %9.1f %9.1f" % (
-        c, med(x[0] for x in v), med(x[1] for x in v), med(x[2] for x in v),
-        med(x[3] for x in v)))
+    v = list(res[c].values())
+    print("  %-10s %7.0f %8.3f %8.1f %8.1f %9.1f %9.1f" % (
+        (c,) + tuple(med(x[k] for x in v) for k in range(6))))
 print("  p99, median of the per-round ratios [min-max]:")
 for a, b, note in (("restored2", "restored", "A/A: the noise floor"),
                    ("during", "restored", "")):
-    rs = [res[a][r][2] / res[b][r][2] for r in res[a] if r in res[b]]
+    rs = [res[a][r][3] / res[b][r][3] for r in res[a] if r in res[b]]
     print("    %-22s %6.2f [%.2f-%.2f]  %s" % (
         "%s / %s" % (a, b), med(rs), min(rs), max(rs), note))
 EOF
