@@ -4,7 +4,7 @@
 # fill against a plain restore of the same point, how soon the disk
 # serves its first read, and guest reads while the fill runs.
 #
-#   bench/instant.sh [--rounds=N] [--size=MIB]
+#   bench/instant.sh [--rounds=N] [--size=MIB] [--before=FILTER.so]
 #                    [--parts=fill,first,reads] [--dir=DIR]
 #
 # fill     A disk of --size MiB (512), three quarters random data and a
@@ -19,6 +19,8 @@
 #                     start of nbdkit to "the restore ... is complete"
 #                     (the fill has flushed the disk and recorded it)
 #            fill2    the same again (the A/A row: the noise floor)
+#            before   with --before: the fill with that build of the
+#                     filter (another tree's), to measure a change
 #            restore  dirtybitmap restore DIR@POINT NEW
 #            nbdcopy  nbdcopy --flush -- [ qemu-nbd -r -f qcow2 IMAGE ] NEW
 #          Cells interleaved, the order reversed every other round.
@@ -57,11 +59,13 @@ basedir="${TMPDIR:-/tmp}"
 rounds=5
 size_mib=512
 parts=fill,first,reads
+before=
 for arg in "$@"; do
     case "$arg" in
         --rounds=*) rounds="${arg#*=}" ;;
         --size=*) size_mib="${arg#*=}" ;;
         --parts=*) parts="${arg#*=}" ;;
+        --before=*) before="${arg#*=}" ;;
         --dir=*) basedir="${arg#*=}" ;;
         -h|--help) sed -n '3,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
         *) echo "$prog: unknown option $arg (see --help)" >&2; exit 1 ;;
@@ -96,6 +100,7 @@ nchanged=$(( (nchunks * 2 + 99) / 100 ))
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     echo "command: $prog $*"
     machine_info
+    [ -z "$before" ] || echo "before: $before"
     echo "disk: $size_mib MiB (3/4 random data, 1/4 zeroes) in $basedir;" \
          "8 points, $nchanged of its $nchunks 64K chunks (2%) rewritten" \
          "between two; $rounds rounds; parts $parts"
@@ -189,15 +194,17 @@ h.flush()
 cell ()
 {
     local c=$1 p=$2 image="$work/R/disks/disk0/$2.qcow2" out="$work/out.img"
-    local t0 t1 t
+    local t0 t1 t f
     rm -f "$out" "$out.bitmaps"
     echo "== $c $p" >> "$log"
     case $c in
-        fill|fill2)
+        fill|fill2|before)
             serve_point $p "$work/point.sock"
             truncate -s $size "$out"
             rm -f "$work/disk.sock"
-            t=$(time_fill nbdkit -f -U "$work/disk.sock" --filter="$FILTER" \
+            f="$FILTER"
+            [ $c = before ] && f="$before"
+            t=$(time_fill nbdkit -f -U "$work/disk.sock" --filter="$f" \
                     file "$out" \
                     restore-from="nbd+unix:///?socket=$work/point.sock")
             stop_serve
@@ -221,6 +228,7 @@ cell ()
 part_fill ()
 {
     local cells=(fill fill2 restore nbdcopy) p r c i v order
+    [ -n "$before" ] && cells=(fill fill2 before restore nbdcopy)
     : > "$work/results"
     echo "## fill: the fill against a plain restore of the same point" | tee -a "$log"
     for p in c1 c8; do
@@ -256,14 +264,21 @@ for p, chain in (("c1", 1), ("c8", 8)):
     print()
     print("point %s (a chain of %d), medians over the rounds:" % (p, chain))
     print("  %-9s %9s %10s" % ("cell", "seconds", "MB/s"))
-    for c in ("fill", "fill2", "restore", "nbdcopy"):
+    for c in ("fill", "fill2", "before", "restore", "nbdcopy"):
+        if c not in cells:
+            continue
         t = med(cells[c].values())
         print("  %-9s %9.3f %10.0f" % (c, t, size / t / 1e6))
     print("  time, median of the per-round ratios [min-max]:")
     for a, b, note in (("fill2", "fill", "A/A: the noise floor"),
                        ("fill", "restore", "target <= 1.25"),
                        ("fill", "nbdcopy", "target <= 1.25"),
-                       ("restore", "nbdcopy", "")):
+                       ("restore", "nbdcopy", ""),
+                       ("before", "fill", "the change"),
+                       ("before", "restore", ""),
+                       ("before", "nbdcopy", "")):
+        if a not in cells:
+            continue
         rs = [cells[a][r] / cells[b][r] for r in cells[a] if r in cells[b]]
         print("    %-18s %6.3f [%.2f-%.2f]  %s" % (
             "%s / %s" % (a, b), med(rs), min(rs), max(rs), note))
