@@ -101,10 +101,10 @@ struct batch {
 };
 
 /* The steps between the reader and the writer: q[head], ... queued of
- * them, in order.  Under pipe_lock; changed wakes either side.  failed
- * is set by the writer (with err and the first granule of the step
- * that failed) and cleared by the reader; the steps after a failure
- * are dropped.  busy: the writer has a step in hand.
+ * them, in order.  Under pipe_lock; changed wakes any of the three.
+ * failed is set by the writer or the committer (with err and the
+ * granule to go on from) and cleared by the reader; the steps after a
+ * failure are dropped.  busy: the writer has a step in hand.
  */
 static pthread_mutex_t pipe_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
@@ -118,7 +118,6 @@ static uint64_t fail_at;
  */
 static struct batch batches[2];
 static struct batch *filling = &batches[0], *committing;
-
 
 /* What the source said of [offset, end): ex[0..n), adjacent. */
 static struct {
