@@ -15,7 +15,9 @@
  * a run of such granules, up to FILL_ZERO_STEP, written below as
  * zeroes (a zero request that may trim: a hole in a file) without
  * reading the source; elsewhere it is FILL_STEP granules (4M) at most,
- * read with several requests in flight (source.c).  FILL_DEPTH steps
+ * its runs of data read together, with several requests in flight
+ * (source.c), and its granules of zeroes (runs of fewer than FILL_GAP
+ * between data) written as zeroes.  FILL_DEPTH steps
  * at most are between the reader and the writer, each with its
  * buffer.  After FILL_BATCH steps, or FILL_BATCH_DATA bytes of data,
  * the writer hands the batch to the committer, which flushes the layer
@@ -58,7 +60,8 @@
 #include "testpause.h"
 #include "util.h"
 
-#define FILL_STEP 64                    /* granules of data */
+#define FILL_STEP 64                    /* granules (<= 64) */
+#define FILL_GAP 16                     /* granules */
 #define FILL_ZERO_STEP (1024 * 1024 * 1024)     /* bytes of zeroes */
 #define FILL_DEPTH 3                    /* steps */
 #define FILL_BATCH 64                   /* steps */
@@ -86,6 +89,7 @@ static bool stop;
 struct step {
   uint64_t a, b;
   bool zero, commit;
+  uint64_t zeromask;                    /* of a data step: bit i - a */
   unsigned token;
   char *buf;                            /* FILL_STEP granules */
 };
@@ -207,65 +211,88 @@ ask_map (uint64_t start, int *err)
   return 0;
 }
 
-/* The first granule from start whose data lies all in [zs, ze). */
-static uint64_t
-first_inside (uint64_t zs, uint64_t ze)
+/* Whether granule g lies all in a zero extent of the map (false past
+ * its end, or without a map).  *k and *pos walk the map: the extent
+ * where the last granule asked for began, and its offset; granules
+ * are asked for in order.
+ */
+static bool
+map_zero (uint64_t g, size_t *k, uint64_t *pos)
 {
-  const uint64_t g = (zs + (UINT64_C (1) << rs.gbits) - 1) >> rs.gbits;
+  const uint64_t start = granule_start (g);
 
-  return g < rs.nr && granule_end (g) <= ze ? g : rs.nr;
+  if (!zeroes)
+    return false;
+  while (*k < map.n && *pos + map.ex[*k].length <= start)
+    *pos += map.ex[(*k)++].length;
+  return *k < map.n && map.ex[*k].zero &&
+    granule_end (g) <= *pos + map.ex[*k].length;
 }
 
-/* Whether granule i reads as zeroes in the source (all of it), and
- * the last granule of the same kind after it, up to limit, that the
- * map knows of (data where it knows nothing).
+/* The step from granule a (not restored), up to limit: a run of
+ * granules that read as zeroes in the source, up to FILL_ZERO_STEP;
+ * or else up to FILL_STEP granules ending with one of data, with the
+ * zero granules among them in zeromask (FILL_GAP of them in a row end
+ * the step: they begin the next one), so that scattered data is read
+ * with many requests in flight.
  */
 static int
-map_granule (uint64_t i, uint64_t limit, bool *zero, uint64_t *last,
-             int *err)
+plan_step (uint64_t a, uint64_t limit, struct step *st, int *err)
 {
-  const uint64_t start = granule_start (i);
-  uint64_t pos, g;
+  const uint64_t start = granule_start (a);
+  uint64_t pos, g, gap = 0;
   size_t k = 0;
 
-  *zero = false;
-  *last = limit;
-  if (!zeroes)
-    return 0;
-  if ((start < map.offset || start >= map.end) && ask_map (start, err) == -1)
+  if (zeroes && (start < map.offset || start >= map.end) &&
+      ask_map (start, err) == -1)
     return -1;
   pos = map.offset;
-  while (pos + map.ex[k].length <= start)
-    pos += map.ex[k++].length;
-  if (map.ex[k].zero && granule_end (i) <= pos + map.ex[k].length) {
-    const uint64_t end = pos + map.ex[k].length;
-    *zero = true;
-    *last = MIN (limit, end >= rs.size ? rs.nr - 1 : (end >> rs.gbits) - 1);
+  st->a = st->b = a;
+  st->zeromask = 0;
+  st->zero = map_zero (a, &k, &pos);
+  if (st->zero) {
+    limit = MIN (limit, a + (FILL_ZERO_STEP >> rs.gbits) - 1);
+    while (st->b < limit && map_zero (st->b + 1, &k, &pos))
+      st->b++;
     return 0;
   }
-  /* Data up to the first granule that lies in a zero extent. */
-  for (; k < map.n; pos += map.ex[k++].length) {
-    g = map.ex[k].zero ? first_inside (MAX (pos, start + 1),
-                                       pos + map.ex[k].length) : rs.nr;
-    if (g < rs.nr) {
-      *last = MIN (limit, g - 1);
-      break;
+  limit = MIN (limit, a + FILL_STEP - 1);
+  for (g = a + 1; g <= limit && gap < FILL_GAP; ++g) {
+    if (map_zero (g, &k, &pos)) {
+      st->zeromask |= UINT64_C (1) << (g - a);
+      gap++;
+    }
+    else {
+      st->b = g;
+      gap = 0;
     }
   }
+  /* (Only the zero granules up to b.) */
+  if (st->b - a + 1 < 64)
+    st->zeromask &= (UINT64_C (1) << (st->b - a + 1)) - 1;
   return 0;
 }
 
-/* The next run [*i, *j] of granules not ready from *i to b; false
- * if there is none.
+/* Whether granule i of st reads as zeroes. */
+static bool
+is_zero (const struct step *st, uint64_t i)
+{
+  return st->zero || ((st->zeromask >> (i - st->a)) & 1);
+}
+
+/* The next run [*i, *j] of granules of st from *i that are not ready,
+ * and all zero or all data (*zero); false if there is none.
  */
 static bool
-next_run (uint64_t *i, uint64_t b, uint64_t *j)
+next_kind_run (const struct step *st, uint64_t *i, uint64_t *j, bool *zero)
 {
-  while (*i <= b && ready (*i))
+  while (*i <= st->b && ready (*i))
     ++*i;
-  if (*i > b)
+  if (*i > st->b)
     return false;
-  for (*j = *i; *j < b && !ready (*j + 1); ++*j)
+  *zero = is_zero (st, *i);
+  for (*j = *i; *j < st->b && !ready (*j + 1) &&
+         is_zero (st, *j + 1) == *zero; ++*j)
     ;
   return true;
 }
@@ -312,12 +339,13 @@ static int
 write_step (struct step *st, struct batch *bt, int *err)
 {
   uint64_t i = st->a, j;
+  bool zero;
   int r = 0;
 
-  while (r == 0 && next_run (&i, st->b, &j)) {
-    r = fill_write (below, i, j, st->zero ? NULL :
+  while (r == 0 && next_kind_run (st, &i, &j, &zero)) {
+    r = fill_write (below, i, j, zero ? NULL :
                     st->buf + granule_start (i - st->a), true, err);
-    if (!st->zero)
+    if (!zero)
       bt->data += granule_end (j) - granule_start (i);
     i = j + 1;
   }
@@ -441,6 +469,7 @@ hand_over (const struct step *st)
   t->a = st->a;
   t->b = st->b;
   t->zero = st->zero;
+  t->zeromask = st->zeromask;
   t->commit = st->commit;
   t->token = st->token;
   queued++;
@@ -476,26 +505,35 @@ wait_writer (bool all, char **buf, uint64_t *cursor, int *err)
 }
 
 /* Read the next step from a (not restored when it was found), up to
- * limit, into buf, claimed, in st.
+ * limit, into buf, claimed, in st: its runs of data not ready, all
+ * with requests in flight together.
  */
 static int
 read_step (uint64_t a, uint64_t limit, char *buf, struct step *st, int *err)
 {
+  struct source_range r[FILL_STEP];
+  struct bmerr e;
   uint64_t i = a, j;
-  int r = 0;
+  size_t n = 0;
+  bool zero;
 
-  if (map_granule (a, limit, &st->zero, &st->b, err) == -1)
+  if (plan_step (a, limit, st, err) == -1)
     return -1;
-  st->a = a;
-  st->b = MIN (st->b, a + (st->zero ? FILL_ZERO_STEP >> rs.gbits
-                           : FILL_STEP) - 1);
   st->commit = false;
   claim (st->a, st->b);
-  while (r == 0 && !st->zero && next_run (&i, st->b, &j)) {
-    r = fill_read (i, j, buf + granule_start (i - a), true, err);
+  while (next_kind_run (st, &i, &j, &zero)) {
+    if (!zero)
+      r[n++] = (struct source_range) {
+        .buf = buf + granule_start (i - a),
+        .offset = granule_start (i),
+        .count = granule_end (j) - granule_start (i) };
     i = j + 1;
   }
-  if (r == -1) {
+  /* The fill gives up when it is stopped. */
+  if (n > 0 && source_preadv (rs.src, r, n, fill_stopping, &e) == -1) {
+    if (e.errnum != ESHUTDOWN)
+      nbdkit_error ("dirtybitmap: %s", e.msg);
+    *err = e.errnum == ESHUTDOWN ? ESHUTDOWN : EIO;
     unclaim (st->a, st->b);
     return -1;
   }

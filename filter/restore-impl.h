@@ -72,14 +72,11 @@ ready (uint64_t i)
 extern void claim (uint64_t first, uint64_t last);
 extern void unclaim (uint64_t first, uint64_t last);
 
-/* Granules [a, b], claimed and none ready: fill_read reads them from
- * the source into buf (room for them); fill_write writes them below
- * through next, from buf, or, with buf NULL, as zeroes (where the
- * source reads as zeroes); then they are filled.  background says who
- * fills, for the pause points of the tests.
+/* Granules [a, b], claimed and none ready, whose data is in buf (read
+ * from the source), or, with buf NULL, where the source reads as
+ * zeroes: written below through next, then they are filled.
+ * background says who fills, for the pause points of the tests.
  */
-extern int fill_read (uint64_t a, uint64_t b, char *buf, bool background,
-                      int *err);
 extern int fill_write (nbdkit_next *next, uint64_t a, uint64_t b,
                        const char *buf, bool background, int *err);
 

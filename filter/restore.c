@@ -298,18 +298,17 @@ all_ready (uint64_t first, uint64_t last)
   return true;
 }
 
-int
-fill_read (uint64_t a, uint64_t b, char *buf, bool background, int *err)
+/* Granules [a, b] read from the source into buf, for a client. */
+static int
+fill_read (uint64_t a, uint64_t b, char *buf, int *err)
 {
   const uint64_t offset = granule_start (a), len = granule_end (b) - offset;
   struct bmerr e;
 
-  /* The fill gives up when it is stopped, a client's request when
-   * nbdkit shuts down or the client goes (and then there is no one to
-   * tell).
+  /* A client's request gives up when nbdkit shuts down or the client
+   * goes (and then there is no one to tell).
    */
-  if (source_pread (rs.src, buf, len, offset,
-                    background ? fill_stopping : rs.give_up, &e) == -1) {
+  if (source_pread (rs.src, buf, len, offset, rs.give_up, &e) == -1) {
     if (e.errnum != ESHUTDOWN)
       nbdkit_error ("dirtybitmap: %s", e.msg);
     *err = e.errnum == ESHUTDOWN ? ESHUTDOWN : EIO;
@@ -346,7 +345,7 @@ static int
 fill_granules (nbdkit_next *next, uint64_t a, uint64_t b, char *buf,
                int *err)
 {
-  if (fill_read (a, b, buf, false, err) == -1)
+  if (fill_read (a, b, buf, err) == -1)
     return -1;
   return fill_write (next, a, b, buf, false, err);
 }

@@ -7,11 +7,12 @@
  * while all are busy.  One, since a server may take one client at a
  * time and leave the next waiting for the first to go (qemu-nbd does,
  * without -e): so reads of the source wait for each other, a step of
- * the fill (restore-fill.c) at most, or a client's read.  A read is
- * sent as requests of SOURCE_REQUEST bytes, up to SOURCE_IN_FLIGHT of
- * them in flight at once on the connection (qemu-nbd serves 256K with
- * much less work than 1M, and a server that has several requests to
- * serve is never idle waiting for the next one).  The connection asks
+ * the fill (restore-fill.c) at most, or a client's read.  A read (of
+ * one range, or of several) is sent as requests of SOURCE_REQUEST
+ * bytes, up to SOURCE_IN_FLIGHT of them in flight at once on the
+ * connection (qemu-nbd serves 256K with much less work than 1M, and a
+ * server that has several requests to serve is never idle waiting for
+ * the next one).  The connection asks
  * for base:allocation, so that source_map can say which ranges read
  * as zeroes.  Requests are asynchronous, polled a second at a time, so
  * that a source that stops answering does not hold nbdkit's shutdown
@@ -190,46 +191,51 @@ wait_cookie (struct source *s, struct nbd_handle *h, int64_t cookie,
   return -1;
 }
 
-/* Read [offset, offset+count) on h, SOURCE_IN_FLIGHT requests at
- * most in flight; on error the caller closes h (requests may still be
- * in flight into buf).
+/* Read the n ranges r on h, SOURCE_IN_FLIGHT requests at most in
+ * flight, across ranges; on error the caller closes h (requests may
+ * still be in flight into the buffers).
  */
 static int
-read_all (struct source *s, struct nbd_handle *h, char *buf, uint64_t count,
-          uint64_t offset, bool (*give_up) (void), struct bmerr *err)
+read_all (struct source *s, struct nbd_handle *h,
+          const struct source_range *r, size_t n, bool (*give_up) (void),
+          struct bmerr *err)
 {
   int64_t cookie[SOURCE_IN_FLIGHT];
+  size_t k = 0, head = 0, queued = 0;
   uint64_t sent = 0;
-  size_t head = 0, n = 0;
 
-  while (sent < count || n > 0) {
-    if (sent < count && n < SOURCE_IN_FLIGHT) {
-      const uint64_t len = MIN (count - sent, SOURCE_REQUEST);
-      cookie[(head + n) % SOURCE_IN_FLIGHT] =
-        nbd_aio_pread (h, buf + sent, len, offset + sent,
-                       NBD_NULL_COMPLETION, 0);
-      if (cookie[(head + n) % SOURCE_IN_FLIGHT] == -1) {
+  while (k < n || queued > 0) {
+    if (k < n && queued < SOURCE_IN_FLIGHT) {
+      const uint64_t len = MIN (r[k].count - sent, SOURCE_REQUEST);
+      int64_t c = nbd_aio_pread (h, r[k].buf + sent, len, r[k].offset + sent,
+                                 NBD_NULL_COMPLETION, 0);
+      if (c == -1) {
         bmerr_set (err, nbd_get_errno () ? nbd_get_errno () : EIO,
                    "restore-from=%s: %s", s->uri, nbd_get_error ());
         goto fail;
       }
+      cookie[(head + queued++) % SOURCE_IN_FLIGHT] = c;
       sent += len;
-      n++;
+      if (sent == r[k].count) {
+        k++;
+        sent = 0;
+      }
       continue;
     }
     /* The oldest first: the server mostly answers in order. */
     if (wait_cookie (s, h, cookie[head], give_up, err) == -1)
       goto fail;
     head = (head + 1) % SOURCE_IN_FLIGHT;
-    n--;
+    queued--;
   }
   return 0;
 
  fail:
   if (err->errnum != ESHUTDOWN)
     bmerr_set (err, err->errnum, "restore-from=%s: reading %" PRIu64
-               " bytes at offset %" PRIu64 " failed: %s", s->uri, count,
-               offset, nbd_get_error ());
+               " bytes at offset %" PRIu64 " failed: %s", s->uri,
+               r[MIN (k, n - 1)].count, r[MIN (k, n - 1)].offset,
+               nbd_get_error ());
   return -1;
 }
 
@@ -252,17 +258,27 @@ take_connected (struct source *s, struct bmerr *err)
 }
 
 int
-source_pread (struct source *s, void *buf, uint64_t count, uint64_t offset,
-              bool (*give_up) (void), struct bmerr *err)
+source_preadv (struct source *s, const struct source_range *r, size_t n,
+               bool (*give_up) (void), struct bmerr *err)
 {
   int i = take_connected (s, err);
-  int r;
+  int ret;
 
   if (i == -1)
     return -1;
-  r = read_all (s, s->slot[i].h, buf, count, offset, give_up, err);
-  put (s, i, r == -1);
-  return r;
+  ret = read_all (s, s->slot[i].h, r, n, give_up, err);
+  put (s, i, ret == -1);
+  return ret;
+}
+
+int
+source_pread (struct source *s, void *buf, uint64_t count, uint64_t offset,
+              bool (*give_up) (void), struct bmerr *err)
+{
+  const struct source_range r = { .buf = buf, .count = count,
+                                  .offset = offset };
+
+  return source_preadv (s, &r, 1, give_up, err);
 }
 
 struct map_answer {

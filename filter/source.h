@@ -33,6 +33,17 @@ extern int source_pread (struct source *s, void *buf, uint64_t count,
                          uint64_t offset, bool (*give_up) (void),
                          struct bmerr *err);
 
+/* Read the n ranges r of the source, all with requests in flight
+ * together (as source_pread; each range's count more than 0).
+ */
+struct source_range {
+  char *buf;
+  uint64_t count, offset;
+};
+extern int source_preadv (struct source *s, const struct source_range *r,
+                          size_t n, bool (*give_up) (void),
+                          struct bmerr *err);
+
 /* Which of the source reads as zeroes, from offset on: at most *n
  * extents (*n is set to how many), in order and adjacent, covering
  * [offset, offset+count) or less (the answer may stop short).  A
