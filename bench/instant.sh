@@ -84,9 +84,12 @@ work="$(mktemp -d "$basedir/dirtybitmap-instant.XXXXXX")"
 pids=()
 cleanup ()
 {
-    local p
+    local p f
     for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    [ -s "$work/pid" ] && kill -TERM "$(cat "$work/pid")" 2>/dev/null
+    # (Servers started in a cell's subshell, which pids does not see.)
+    for f in "$work/pid" "$work/serve.pid" "$work/first-src.pid"; do
+        [ -s "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null
+    done
     [ -n "$KEEP" ] || rm -rf "$work"
 }
 trap cleanup EXIT
@@ -121,6 +124,7 @@ serve_point ()
     "$DIRTYBITMAP" serve "$work/R@$1" --socket "$2" >> "$log" 2>&1 &
     serve_pid=$!
     pids+=($serve_pid)
+    echo $serve_pid > "$work/serve.pid"
     wait_socket "$2"
 }
 
@@ -128,6 +132,7 @@ stop_serve ()
 {
     kill -TERM $serve_pid
     wait $serve_pid || true
+    rm -f "$work/serve.pid"
 }
 
 # The timer of a server started with restore-from=: its arguments;
