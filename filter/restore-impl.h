@@ -72,13 +72,13 @@ ready (uint64_t i)
 extern void claim (uint64_t first, uint64_t last);
 extern void unclaim (uint64_t first, uint64_t last);
 
-/* Granules [a, b], claimed and none ready: read from the source and
- * written below through next; then they are filled.  The data, if
- * data is not NULL, is left there (malloced) for the caller.
+/* Granules [a, b], claimed and none ready, whose data is in buf (read
+ * from the source), or, with buf NULL, where the source reads as
+ * zeroes: written below through next, then they are filled.
  * background says who fills, for the pause points of the tests.
  */
-extern int fill_granules (nbdkit_next *next, uint64_t a, uint64_t b,
-                          bool background, char **data, int *err);
+extern int fill_write (nbdkit_next *next, uint64_t a, uint64_t b,
+                       const char *buf, bool background, int *err);
 
 /* Granules [a, b] are restored (their data durable below). */
 extern void mark_restored (uint64_t a, uint64_t b);

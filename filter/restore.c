@@ -298,52 +298,56 @@ all_ready (uint64_t first, uint64_t last)
   return true;
 }
 
-int
-fill_granules (nbdkit_next *next, uint64_t a, uint64_t b, bool background,
-               char **data, int *err)
+/* Granules [a, b] read from the source into buf, for a client. */
+static int
+fill_read (uint64_t a, uint64_t b, char *buf, int *err)
 {
   const uint64_t offset = granule_start (a), len = granule_end (b) - offset;
   struct bmerr e;
-  char *buf = malloc (len);
 
-  if (buf == NULL) {
-    *err = errno;
-    nbdkit_error ("dirtybitmap: restore: %m");
-    return -1;
-  }
-  /* The fill gives up when it is stopped, a client's request when
-   * nbdkit shuts down or the client goes (and then there is no one to
-   * tell).
+  /* A client's request gives up when nbdkit shuts down or the client
+   * goes (and then there is no one to tell).
    */
-  if (source_pread (rs.src, buf, len, offset,
-                    background ? fill_stopping : rs.give_up, &e) == -1) {
+  if (source_pread (rs.src, buf, len, offset, rs.give_up, &e) == -1) {
     if (e.errnum != ESHUTDOWN)
       nbdkit_error ("dirtybitmap: %s", e.msg);
     *err = e.errnum == ESHUTDOWN ? ESHUTDOWN : EIO;
-    goto err;
+    return -1;
   }
-  if (background)
-    test_pause_point ("restore-fill-read");
+  return 0;
+}
+
+int
+fill_write (nbdkit_next *next, uint64_t a, uint64_t b, const char *buf,
+            bool background, int *err)
+{
+  const uint64_t offset = granule_start (a), len = granule_end (b) - offset;
+
   /* The disk changes from here on: the file records that it is open
    * before (tracker.h).
    */
   if (tracker_first_write (err) == -1 ||
-      next->pwrite (next, buf, len, offset, 0, err) == -1)
-    goto err;
+      (buf ? next->pwrite (next, buf, len, offset, 0, err) :
+       next->zero (next, len, offset, NBDKIT_FLAG_MAY_TRIM, err)) == -1)
+    return -1;
   if (background)
     test_pause_point ("restore-fill-written");
   pthread_mutex_lock (&claims_lock);
   bits_set_range (&rs.filled, a, b);
   pthread_mutex_unlock (&claims_lock);
-  if (data)
-    *data = buf;
-  else
-    free (buf);
   return 0;
+}
 
- err:
-  free (buf);
-  return -1;
+/* Granules [a, b], claimed and none ready: read from the source into
+ * buf (room for them), written below, filled.
+ */
+static int
+fill_granules (nbdkit_next *next, uint64_t a, uint64_t b, char *buf,
+               int *err)
+{
+  if (fill_read (a, b, buf, err) == -1)
+    return -1;
+  return fill_write (next, a, b, buf, false, err);
 }
 
 void
@@ -414,6 +418,7 @@ read_claimed (nbdkit_next *next, char *buf, uint32_t count, uint64_t offset,
   const uint64_t end = offset + count;
   uint64_t pos = offset;
   char *data;
+  int r;
 
   while (pos < end) {
     const uint64_t i = pos >> rs.gbits;
@@ -429,11 +434,19 @@ read_claimed (nbdkit_next *next, char *buf, uint32_t count, uint64_t offset,
         return -1;
     }
     else {
-      if (fill_granules (next, i, j, false, &data, err) == -1)
+      data = malloc (granule_end (j) - granule_start (i));
+      if (data == NULL) {
+        *err = errno;
+        nbdkit_error ("dirtybitmap: restore: %m");
         return -1;
-      memcpy (buf + (pos - offset), data + (pos - granule_start (i)),
-              run_end - pos);
+      }
+      r = fill_granules (next, i, j, data, err);
+      if (r == 0)
+        memcpy (buf + (pos - offset), data + (pos - granule_start (i)),
+                run_end - pos);
       free (data);
+      if (r == -1)
+        return -1;
     }
     pos = run_end;
   }
@@ -466,6 +479,23 @@ in_part (uint32_t count, uint64_t offset, uint64_t i)
   return offset > granule_start (i) || offset + count < granule_end (i);
 }
 
+/* Fill granule i (claimed, not ready) from the source. */
+static int
+fill_one (nbdkit_next *next, uint64_t i, int *err)
+{
+  char *data = malloc (granule_end (i) - granule_start (i));
+  int r;
+
+  if (data == NULL) {
+    *err = errno;
+    nbdkit_error ("dirtybitmap: restore: %m");
+    return -1;
+  }
+  r = fill_granules (next, i, i, data, err);
+  free (data);
+  return r;
+}
+
 /* A change with [first, last] claimed: the granules it covers in part
  * hold the source's data first; then it goes down, and once the layer
  * below is flushed every granule it touches is restored.
@@ -483,9 +513,8 @@ change_claimed (nbdkit_next *next, uint32_t count, uint64_t offset,
     *err = ENOTSUP;
     return -1;
   }
-  if ((fill_first &&
-       fill_granules (next, first, first, false, NULL, err) == -1) ||
-      (fill_last && fill_granules (next, last, last, false, NULL, err) == -1))
+  if ((fill_first && fill_one (next, first, err) == -1) ||
+      (fill_last && fill_one (next, last, err) == -1))
     return -1;
   test_pause_point ("restore-write-filled");
   if (down (opaque, err) == -1)

@@ -6,13 +6,20 @@
  * takes one that is idle (connecting it if it is not yet), and waits
  * while all are busy.  One, since a server may take one client at a
  * time and leave the next waiting for the first to go (qemu-nbd does,
- * without -e): so reads of the source wait for each other, a chunk of
- * the fill (1M) at most, or a client's read.  Each read is
- * asynchronous, polled a second at a time, so that a source that stops
- * answering does not hold nbdkit's shutdown (or a client that has
- * gone) forever.  A connection on which a read failed is closed, and
- * made again by the next read: a source served again after it went
- * away is read again.
+ * without -e): so reads of the source wait for each other, a step of
+ * the fill (restore-fill.c) at most, or a client's read.  A read (of
+ * one range, or of several) is sent as requests of SOURCE_REQUEST
+ * bytes, up to SOURCE_IN_FLIGHT of them in flight at once on the
+ * connection (qemu-nbd serves 256K with much less work than 1M, and a
+ * server that has several requests to serve is never idle waiting for
+ * the next one).  The connection asks
+ * for base:allocation, so that source_map can say which ranges read
+ * as zeroes.  Requests are asynchronous, polled a second at a time, so
+ * that a source that stops answering does not hold nbdkit's shutdown
+ * (or a client that has gone) forever.  A connection on which a
+ * request failed is closed (with the requests still in flight on it:
+ * none writes into a buffer afterwards), and made again by the next
+ * request: a source served again after it went away is read again.
  */
 
 #include <config.h>
@@ -31,8 +38,10 @@
 #include "util.h"
 
 #define SOURCE_CONNS 1
-/* The largest read sent in one command: every server takes 4M. */
-#define SOURCE_MAX_READ (4 * 1024 * 1024)
+#define SOURCE_REQUEST (256 * 1024)
+#define SOURCE_IN_FLIGHT 16
+/* The largest range asked for in one block status: 1G. */
+#define SOURCE_MAX_MAP (1024 * 1024 * 1024)
 #define SOURCE_POLL_MS 1000
 
 struct source {
@@ -45,6 +54,7 @@ struct source {
   struct {
     struct nbd_handle *h;       /* NULL until connected */
     bool busy;
+    bool map;                   /* h answers base:allocation */
   } slot[SOURCE_CONNS];
 };
 
@@ -57,7 +67,8 @@ connect_source (const char *uri, struct bmerr *err)
     bmerr_set (err, ENOMEM, "restore-from=%s: %s", uri, nbd_get_error ());
     return NULL;
   }
-  if (nbd_connect_uri (h, uri) == -1) {
+  if (nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1 ||
+      nbd_connect_uri (h, uri) == -1) {
     bmerr_set (err, nbd_get_errno () ? nbd_get_errno () : EIO,
                "restore-from=%s: cannot connect to the source: %s", uri,
                nbd_get_error ());
@@ -155,20 +166,18 @@ put (struct source *s, size_t i, bool broken)
     nbd_close (h);
 }
 
-/* One read of at most SOURCE_MAX_READ bytes on h. */
+/* Wait until cookie is done on h (1), or it failed or give_up said
+ * to stop (-1, in err).
+ */
 static int
-read_once (struct source *s, struct nbd_handle *h, void *buf, size_t count,
-           uint64_t offset, bool (*give_up) (void), struct bmerr *err)
+wait_cookie (struct source *s, struct nbd_handle *h, int64_t cookie,
+             bool (*give_up) (void), struct bmerr *err)
 {
-  int64_t cookie;
   int r;
 
-  cookie = nbd_aio_pread (h, buf, count, offset, NBD_NULL_COMPLETION, 0);
-  if (cookie == -1)
-    goto fail;
   while ((r = nbd_aio_command_completed (h, cookie)) == 0) {
     if (nbd_poll (h, SOURCE_POLL_MS) == -1)
-      goto fail;
+      break;
     if (give_up && give_up ()) {
       bmerr_set (err, ESHUTDOWN, "restore-from=%s: gave up waiting for the "
                  "source", s->uri);
@@ -176,31 +185,163 @@ read_once (struct source *s, struct nbd_handle *h, void *buf, size_t count,
     }
   }
   if (r == 1)
-    return 0;
- fail:
+    return 1;
   bmerr_set (err, nbd_get_errno () ? nbd_get_errno () : EIO,
-             "restore-from=%s: reading %zu bytes at offset %" PRIu64
-             " failed: %s", s->uri, count, offset, nbd_get_error ());
+             "restore-from=%s: %s", s->uri, nbd_get_error ());
   return -1;
+}
+
+/* Read the n ranges r on h, SOURCE_IN_FLIGHT requests at most in
+ * flight, across ranges; on error the caller closes h (requests may
+ * still be in flight into the buffers).
+ */
+static int
+read_all (struct source *s, struct nbd_handle *h,
+          const struct source_range *r, size_t n, bool (*give_up) (void),
+          struct bmerr *err)
+{
+  int64_t cookie[SOURCE_IN_FLIGHT];
+  size_t k = 0, head = 0, queued = 0;
+  uint64_t sent = 0;
+
+  while (k < n || queued > 0) {
+    if (k < n && queued < SOURCE_IN_FLIGHT) {
+      const uint64_t len = MIN (r[k].count - sent, SOURCE_REQUEST);
+      int64_t c = nbd_aio_pread (h, r[k].buf + sent, len, r[k].offset + sent,
+                                 NBD_NULL_COMPLETION, 0);
+      if (c == -1) {
+        bmerr_set (err, nbd_get_errno () ? nbd_get_errno () : EIO,
+                   "restore-from=%s: %s", s->uri, nbd_get_error ());
+        goto fail;
+      }
+      cookie[(head + queued++) % SOURCE_IN_FLIGHT] = c;
+      sent += len;
+      if (sent == r[k].count) {
+        k++;
+        sent = 0;
+      }
+      continue;
+    }
+    /* The oldest first: the server mostly answers in order. */
+    if (wait_cookie (s, h, cookie[head], give_up, err) == -1)
+      goto fail;
+    head = (head + 1) % SOURCE_IN_FLIGHT;
+    queued--;
+  }
+  return 0;
+
+ fail:
+  if (err->errnum != ESHUTDOWN)
+    bmerr_set (err, err->errnum, "restore-from=%s: reading %" PRIu64
+               " bytes at offset %" PRIu64 " failed: %s", s->uri,
+               r[MIN (k, n - 1)].count, r[MIN (k, n - 1)].offset,
+               nbd_get_error ());
+  return -1;
+}
+
+/* Take a slot and connect it if need be: its index, or -1. */
+static int
+take_connected (struct source *s, struct bmerr *err)
+{
+  size_t i = take (s);
+
+  if (s->slot[i].h == NULL) {
+    s->slot[i].h = connect_source (s->uri, err);
+    if (s->slot[i].h == NULL) {
+      put (s, i, false);
+      return -1;
+    }
+    s->slot[i].map = nbd_can_meta_context (s->slot[i].h,
+                                           LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
+  }
+  return i;
+}
+
+int
+source_preadv (struct source *s, const struct source_range *r, size_t n,
+               bool (*give_up) (void), struct bmerr *err)
+{
+  int i = take_connected (s, err);
+  int ret;
+
+  if (i == -1)
+    return -1;
+  ret = read_all (s, s->slot[i].h, r, n, give_up, err);
+  put (s, i, ret == -1);
+  return ret;
 }
 
 int
 source_pread (struct source *s, void *buf, uint64_t count, uint64_t offset,
               bool (*give_up) (void), struct bmerr *err)
 {
-  size_t i = take (s);
-  uint64_t done;
-  int r = 0;
+  const struct source_range r = { .buf = buf, .count = count,
+                                  .offset = offset };
 
-  if (s->slot[i].h == NULL &&
-      (s->slot[i].h = connect_source (s->uri, err)) == NULL) {
-    put (s, i, false);
-    return -1;
+  return source_preadv (s, &r, 1, give_up, err);
+}
+
+struct map_answer {
+  struct source_extent *ex;
+  size_t n, room;
+  uint64_t offset, end;         /* the next extent's offset; the end */
+};
+
+static int
+map_extent (void *opaque, const char *context, uint64_t offset,
+            uint32_t *entries, size_t nr_entries, int *error)
+{
+  struct map_answer *m = opaque;
+  size_t k;
+
+  if (strcmp (context, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0 ||
+      offset != m->offset)
+    return 0;
+  for (k = 0; k + 1 < nr_entries && m->n < m->room && m->offset < m->end;
+       k += 2) {
+    const uint64_t len = MIN (entries[k], m->end - m->offset);
+    const bool zero = (entries[k + 1] & LIBNBD_STATE_ZERO) != 0;
+
+    if (len == 0)
+      break;
+    if (m->n > 0 && m->ex[m->n - 1].zero == zero)
+      m->ex[m->n - 1].length += len;
+    else
+      m->ex[m->n++] = (struct source_extent) { len, zero };
+    m->offset += len;
   }
-  for (done = 0; r == 0 && done < count; done += SOURCE_MAX_READ)
-    r = read_once (s, s->slot[i].h, (char *) buf + done,
-                   MIN (count - done, SOURCE_MAX_READ), offset + done,
-                   give_up, err);
+  return 0;
+}
+
+int
+source_map (struct source *s, uint64_t offset, uint64_t count,
+            struct source_extent *ex, size_t *n, bool (*give_up) (void),
+            struct bmerr *err)
+{
+  struct map_answer m = { .ex = ex, .room = *n, .offset = offset,
+                          .end = offset + MIN (count, SOURCE_MAX_MAP) };
+  int64_t cookie;
+  int i = take_connected (s, err), r = 0;
+
+  if (i == -1)
+    return -1;
+  if (s->slot[i].map && m.room > 0) {
+    cookie = nbd_aio_block_status (s->slot[i].h, m.end - offset, offset,
+                                   (nbd_extent_callback) {
+                                     .callback = map_extent, .user_data = &m },
+                                   NBD_NULL_COMPLETION, 0);
+    if (cookie == -1)
+      bmerr_set (err, nbd_get_errno () ? nbd_get_errno () : EIO,
+                 "restore-from=%s: %s", s->uri, nbd_get_error ());
+    r = cookie == -1 ? -1 : wait_cookie (s, s->slot[i].h, cookie, give_up,
+                                          err) == -1 ? -1 : 0;
+  }
   put (s, i, r == -1);
-  return r;
+  if (r == -1)
+    return -1;
+  /* Without an answer: data. */
+  if (m.n == 0 && m.room > 0)
+    ex[m.n++] = (struct source_extent) { m.end - offset, false };
+  *n = m.n;
+  return 0;
 }
