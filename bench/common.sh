@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# bench/common.sh: what bench/run.sh and bench/map.sh share: finding
-# the built filter and tool, telling whether a server still runs, and
-# describing the machine.  Sourced; needs $prog, $top and $basedir.
+# bench/common.sh: what the benches share: finding the built filter
+# and tool, telling whether a server still runs, describing the
+# machine, the options of the benches of a disk and its backups, the
+# programs a bench needs, and waiting for a socket.  Sourced; needs
+# $prog, $top and $basedir.
 
 # Use the filter and tool of this tree unless FILTER / DIRTYBITMAP
 # name others; exit if the filter does not load.
@@ -49,4 +51,44 @@ machine_info ()
     echo "versions: $(nbdkit --version | head -1); libnbd $(nbdsh --version 2>/dev/null | sed -n 's/^libnbd //p' | head -1);" \
          "$(qemu-nbd --version 2>/dev/null | head -1); $(fio --version)"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# bench_options ARGS...: the options of the benches of a disk and its
+# backups (restore.sh, rollback.sh, resync.sh): --rounds=N, --size=MIB,
+# --percent=P, --dir=DIR, and --help (the script's head comment).
+# rounds, size_mib and percent hold the script's defaults when it
+# calls this.
+bench_options ()
+{
+    local arg
+    for arg in "$@"; do
+        case "$arg" in
+            --rounds=*) rounds="${arg#*=}" ;;
+            --size=*) size_mib="${arg#*=}" ;;
+            --percent=*) percent="${arg#*=}" ;;
+            --dir=*) basedir="${arg#*=}" ;;
+            -h|--help) sed -n '3,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
+            *) echo "$prog: unknown option $arg (see --help)" >&2; exit 1 ;;
+        esac
+    done
+    case "$rounds$size_mib$percent" in
+        *[!0-9]*|'') echo "$prog: --rounds, --size and --percent take whole numbers" >&2; exit 1 ;;
+    esac
+}
+
+# needs PROGRAM...: exit, saying which, unless each is on the PATH.
+needs ()
+{
+    local p
+    for p in "$@"; do
+        command -v "$p" >/dev/null || { echo "$prog: needs $p" >&2; exit 1; }
+    done
+}
+
+# wait_socket PATH: until the Unix socket PATH is there (10 s at most).
+wait_socket ()
+{
+    local i
+    for (( i = 0; i < 200; ++i )); do [ -S "$1" ] && return 0; sleep 0.05; done
+    echo "$prog: $1 did not appear" >&2; exit 1
 }

@@ -110,12 +110,6 @@ nchanged=$(( (nchunks * 2 + 99) / 100 ))
     echo
 } | tee "$log"
 
-wait_socket ()
-{
-    local i
-    for (( i = 0; i < 400; ++i )); do [ -S "$1" ] && return 0; sleep 0.025; done
-    echo "$prog: $1 did not appear" >&2; exit 1
-}
 
 # serve_point POINT SOCK: `dirtybitmap serve` of the point, until
 # stop_serve.

@@ -108,12 +108,6 @@ log="$work/log"
   echo "command: $prog $*"; machine_info
   echo "fs of $shm (targets, scratch): $(findmnt -n -o FSTYPE -T "$shm" | head -1)"; echo; } | tee "$log"
 
-# wait_socket PATH
-wait_socket () {
-    local i
-    for (( i = 0; i < 200; ++i )); do [ -S "$1" ] && return 0; sleep 0.05; done
-    echo "$prog: $1 did not appear" >&2; exit 1
-}
 # stop PIDFILE
 stop () {
     local pid

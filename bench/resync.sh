@@ -53,23 +53,9 @@ basedir="${TMPDIR:-/tmp}"
 rounds=6
 size_mib=1024
 percent=1
-for arg in "$@"; do
-    case "$arg" in
-        --rounds=*) rounds="${arg#*=}" ;;
-        --size=*) size_mib="${arg#*=}" ;;
-        --percent=*) percent="${arg#*=}" ;;
-        --dir=*) basedir="${arg#*=}" ;;
-        -h|--help) sed -n '3,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
-        *) echo "$prog: unknown option $arg (see --help)" >&2; exit 1 ;;
-    esac
-done
-case "$rounds$size_mib" in
-    *[!0-9]*|'') echo "$prog: --rounds and --size take whole numbers" >&2; exit 1 ;;
-esac
+bench_options "$@"
 find_built
-for p in nbdkit nbdcopy nbdsh python3 cc cmp; do
-    command -v $p >/dev/null || { echo "$prog: needs $p" >&2; exit 1; }
-done
+needs nbdkit nbdcopy nbdsh python3 cc cmp
 
 work="$(mktemp -d "$basedir/dirtybitmap-resync.XXXXXX")"
 cleanup ()
@@ -160,12 +146,6 @@ print('\n'.join(str(k) for k in sorted(random.sample(range($nchunks), $nchanged)
 " > "$work/chunks"
 outside=$(tail -1 "$work/chunks")
 
-wait_socket ()
-{
-    local i
-    for (( i = 0; i < 200; ++i )); do [ -S "$1" ] && return 0; sleep 0.05; done
-    echo "$prog: $1 did not appear" >&2; exit 1
-}
 start ()
 {
     rm -f "$d/sock" "$d/ctl"

@@ -54,3 +54,25 @@ zero_write ()
 {
     nbdsh -u "$1" -c "h.zero($3, $2)"
 }
+
+# restore_from POINT NAME SIZE: a new disk NAME (NAME.img, SIZE bytes,
+# served by start_disk) restored from point POINT of the repository
+# while served (restore-from= the point as serve exports it,
+# restore-checkpoint=POINT); returns once the restore is complete and
+# the point is no longer served.  Needs restore-lib.sh.
+restore_from ()
+{
+    local point=$1 name=$2 size=$3 spid
+    dirtybitmap serve "$repo@$point" --socket "$PWD/$point.sock" \
+                > "serve-$point.out" &
+    spid=$!
+    cleanup_fn kill_nbdkit $spid
+    wait_until 10 [ -S "$point.sock" ]
+    truncate -s "$size" "$name.img"
+    start_disk "$name" "$size" \
+               restore-from="nbd+unix:///?socket=$PWD/$point.sock" \
+               restore-checkpoint="$point"
+    python3 "$restore_py" wait "$name.ctl"
+    kill -TERM $spid
+    wait $spid
+}

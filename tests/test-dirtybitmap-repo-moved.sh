@@ -47,16 +47,7 @@ kill_nbdkit "$(cat a2.pid)"
 cp a.img a.p2
 
 # 2. Point p2 restored into b.img, served at b.sock, written.
-dirtybitmap serve "$repo@p2" --socket "$PWD/p2.sock" > serve.out &
-spid=$!
-cleanup_fn kill_nbdkit $spid
-wait_until 10 [ -S p2.sock ] || :
-truncate -s $size b.img
-start_disk b $size restore-from="nbd+unix:///?socket=$PWD/p2.sock" \
-           restore-checkpoint=p2
-python3 "$restore_py" wait b.ctl
-kill -TERM $spid
-wait $spid
+restore_from p2 b $size
 cmp a.p2 b.img
 nbdsh -u "$(uri b)" -c 'h.pwrite(b"y" * 4096, 65536 * 7)'
 backup --repo "$repo" --checkpoint p3 --output=json \

@@ -27,16 +27,7 @@ for p in mon tue wed; do
 done
 
 # Disk b: point tue restored into it while served, its checkpoint tue.
-dirtybitmap serve "$repo@tue" --socket "$PWD/tue.sock" > serve.out &
-spid=$!
-cleanup_fn kill_nbdkit $spid
-wait_until 10 [ -S tue.sock ] || :
-truncate -s $size b.img
-start_disk b $size restore-from="nbd+unix:///?socket=$PWD/tue.sock" \
-           restore-checkpoint=tue
-python3 "$restore_py" wait b.ctl
-kill -TERM $spid
-wait $spid
+restore_from tue b $size
 write_some thu b
 cp b.img b.thu
 bdisk="control=$PWD/b.ctl,source=$(uri b),name=a"
