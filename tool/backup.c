@@ -145,7 +145,7 @@ add_disk (struct set *s, const char *spec, bool repo)
   char *error = NULL;
 
   if (disks == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   s->disks = disks;
@@ -160,7 +160,7 @@ add_disk (struct set *s, const char *spec, bool repo)
   if (d->name == NULL &&
       asprintf (&d->name, "disk%zu", s->n - 1) == -1) {
     d->name = NULL;
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   return 0;
@@ -185,7 +185,7 @@ add_control_disk (struct set *s, const char *control, const char *source,
                       "(nbd://... or nbd+unix://...)", source);
   fp = open_memstream (&spec, &len);
   if (fp == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   for (i = 0; i < 3 && values[i]; ++i) {
@@ -250,7 +250,7 @@ add_spec (struct options *opts, const char *spec)
                                 (opts->nspecs + 1) * sizeof *specs);
 
   if (specs == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   opts->specs = specs;
@@ -413,8 +413,8 @@ check_manifest (const struct options *opts)
   if (opts->manifest == NULL ||
       report_manifest_ready (opts->manifest, &error) == 0)
     return 0;
-  fprintf (stderr, "%s: backup: %s\n", prog,
-           error ? error : strerror (ENOMEM));
+  bm_error ("backup: %s",
+            error ? error : strerror (ENOMEM));
   free (error);
   return EXIT_FAILURE;
 }
@@ -445,28 +445,28 @@ say_failure (const struct set *s)
   size_t i;
 
   if (s->error)
-    fprintf (stderr, "%s: backup: %s\n", prog, s->error);
+    bm_error ("backup: %s", s->error);
   for (i = 0; i < s->n; ++i) {
     const struct disk *d = &s->disks[i];
     const char *who = s->n > 1 ? d->name : NULL;
     if (d->error)
-      fprintf (stderr, "%s: backup: %s%s%s%s\n", prog, who ? "disk " : "",
-               who ? who : "", who ? ": " : "", d->error);
+      bm_error ("backup: %s%s%s%s", who ? "disk " : "",
+                who ? who : "", who ? ": " : "", d->error);
     if (d->r.error || (d->r.interrupted && s->interrupted)) {
       if (who)
-        fprintf (stderr, "%s: backup: disk %s:\n", prog, who);
+        bm_error ("backup: disk %s:", who);
       copy_print_failure (&d->o, &d->r);
     }
   }
   if (s->interrupted)
-    fprintf (stderr, "%s: backup: interrupted\n", prog);
+    bm_error ("backup: interrupted");
   if (!s->cut_made)
-    fprintf (stderr, "%s: backup incomplete: nothing was changed\n", prog);
+    bm_error ("backup incomplete: nothing was changed");
   else
-    fprintf (stderr, "%s: backup incomplete: the view%s ended and the "
-             "checkpoint %s removed: the next backup starts again from "
-             "%s\n", prog, s->n > 1 ? "s are" : " is", s->checkpoint,
-             s->incremental ? s->incremental : "scratch (a full backup)");
+    bm_error ("backup incomplete: the view%s ended and the "
+              "checkpoint %s removed: the next backup starts again from "
+              "%s", s->n > 1 ? "s are" : " is", s->checkpoint,
+              s->incremental ? s->incremental : "scratch (a full backup)");
 }
 
 static int
@@ -494,8 +494,8 @@ open_repo (struct set *s, const struct options *opts)
                       "repository keeps its points' checksums", s->sums_dir);
   s->remove_incremental = false;        /* B goes once the point exists */
   if (points_open (s, opts->repo) == -1) {
-    fprintf (stderr, "%s: backup: %s\n", prog,
-             s->error ? s->error : strerror (ENOMEM));
+    bm_error ("backup: %s",
+              s->error ? s->error : strerror (ENOMEM));
     return EXIT_FAILURE;
   }
   return check_disks (s);
@@ -514,13 +514,13 @@ prepare (struct set *s, struct options *opts)
   for (i = 0; i < s->n; ++i)
     if (disk_prepare (&s->disks[i], s->view, opts->scratch, &opts->o,
                       &error) == -1) {
-      fprintf (stderr, "%s: backup: %s\n", prog,
-               error ? error : strerror (ENOMEM));
+      bm_error ("backup: %s",
+                error ? error : strerror (ENOMEM));
       free (error);
       return EXIT_FAILURE;
     }
   if (copy_signals_catch (&error) == -1) {
-    fprintf (stderr, "%s: backup: %s\n", prog, error);
+    bm_error ("backup: %s", error);
     free (error);
     return EXIT_FAILURE;
   }
@@ -588,9 +588,9 @@ do_backup (int argc, char *argv[])
   report_summary (stdout, &s, ok, opts.json);
   /* A committed set is a success, manifest or not. */
   if (opts.manifest && report_manifest (&s, ok, opts.manifest) == -1 && ok)
-    fprintf (stderr, "%s: backup: NO MANIFEST: the backup is complete "
-             "(checkpoint %s on every disk), but its manifest %s could not "
-             "be written\n", prog, s.checkpoint, opts.manifest);
+    bm_error ("backup: NO MANIFEST: the backup is complete "
+              "(checkpoint %s on every disk), but its manifest %s could not "
+              "be written", s.checkpoint, opts.manifest);
   status = ok ? EXIT_SUCCESS : EXIT_FAILURE;
 
  out:

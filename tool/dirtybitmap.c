@@ -25,16 +25,26 @@
 const char *prog = "dirtybitmap";
 bool verbose;
 
+/* The one place the prefix is written.  errno is kept for a %m. */
+void
+bm_verror (const char *fs, va_list args)
+{
+  int saved = errno;
+
+  fprintf (stderr, "%s: ", prog);
+  errno = saved;
+  vfprintf (stderr, fs, args);
+  fputc ('\n', stderr);
+}
+
 void
 bm_error (const char *fs, ...)
 {
   va_list args;
 
-  fprintf (stderr, "%s: ", prog);
   va_start (args, fs);
-  vfprintf (stderr, fs, args);
+  bm_verror (fs, args);
   va_end (args);
-  fputc ('\n', stderr);
 }
 
 void
@@ -56,11 +66,9 @@ bad_usage (const char *sub, const char *fs, ...)
 {
   va_list args;
 
-  fprintf (stderr, "%s: ", prog);
   va_start (args, fs);
-  vfprintf (stderr, fs, args);
+  bm_verror (fs, args);
   va_end (args);
-  fputc ('\n', stderr);
   return try_help (sub);
 }
 
@@ -95,12 +103,6 @@ print_json_string (FILE *fp, const char *s)
          : "\"\"", fp);
   json_object_put (o);
   free (valid);
-}
-
-void
-report_error (const struct bmerr *err)
-{
-  fprintf (stderr, "%s: %s\n", prog, err->msg);
 }
 
 static void __attribute__ ((noreturn))
@@ -214,7 +216,7 @@ main (int argc, char *argv[])
        */
       char *name;
       if (asprintf (&name, "%s %s", prog, argv[1]) == -1) {
-        perror (prog);
+        bm_error ("%m");
         return EXIT_FAILURE;
       }
       argv[1] = name;

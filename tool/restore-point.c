@@ -97,7 +97,7 @@ restore_add_job (struct restore *st, const char *name, const char *target)
   }
   jobs = realloc (st->jobs, (st->n + 1) * sizeof *jobs);
   if (jobs == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   st->jobs = jobs;
@@ -114,7 +114,7 @@ restore_open_point (struct restore *st, const char *spec)
   int r = 0;
 
   if (repo_parse_spec (spec, &dir, &point) == -1) {
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   if (repo_open (dir, false, &st->repo, &err) == -1 ||
@@ -235,7 +235,7 @@ check_sums (const struct restore *st, struct restore_job *j)
 
   if ((j->sums_path = repo_path (&st->repo, j->d->sums)) == NULL ||
       (j->image = repo_path (&st->repo, j->d->image)) == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   if (sums_read (j->sums_path, &j->sums, &error) == -1) {
@@ -354,7 +354,7 @@ restore_copy (struct restore *st, struct restore_job *j)
   if ((j->digests = malloc (j->sums->n * SUMS_DIGEST + 1)) == NULL ||
       asprintf (&name, "%s (point %s of disk %s)", j->image,
                 st->point.name, j->d->name) == -1) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   for (i = 0; i < j->sums->n * SUMS_DIGEST; ++i)

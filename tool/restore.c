@@ -142,7 +142,7 @@ parse_restore (int argc, char *argv[], struct restore *st)
     case REQUESTS: r = parse_requests (optarg, &st->requests); break;
     case DISK:
       if ((more = realloc (specs, (nspecs + 1) * sizeof *more)) == NULL) {
-        perror (prog);
+        bm_error ("%m");
         r = EXIT_FAILURE;
         break;
       }

@@ -109,7 +109,7 @@ add_live (struct rollback *rb, const char *control, const char *source,
   struct live *disks = realloc (rb->disks, (rb->n + 1) * sizeof *disks);
 
   if (disks == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   rb->disks = disks;
@@ -117,7 +117,7 @@ add_live (struct rollback *rb, const char *control, const char *source,
   if ((rb->disks[rb->n].control = strdup (control)) == NULL ||
       (rb->disks[rb->n].source = strdup (source)) == NULL ||
       (name && (rb->disks[rb->n].name = strdup (name)) == NULL)) {
-    perror (prog);
+    bm_error ("%m");
     rb->n++;
     return EXIT_FAILURE;
   }
@@ -468,7 +468,7 @@ hash_chunks (const struct rollback *rb, size_t i)
   int r = -1;
 
   if (digests == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   if (image_hash (j->target, IMAGE_RAW, j->sums, j->sums->chunk,
@@ -498,7 +498,7 @@ plan_one (struct rollback *rb, size_t i)
   int r;
 
   if ((j->only = calloc (j->sums->n, 1)) == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   if (ask_server (rb, i, &bitmaps) == -1)

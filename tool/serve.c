@@ -190,7 +190,7 @@ serve_point (const char *spec, const char *disk, const char *path)
   int fd = -1, ret = -1;
 
   if (repo_parse_spec (spec, &dir, &point) == -1) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   if (repo_open (dir, false, &r, &err) == -1 ||
@@ -201,7 +201,7 @@ serve_point (const char *spec, const char *disk, const char *path)
   else if ((image = repo_path (&r, d->image)) == NULL ||
            asprintf (&what, "point %s of disk %s (%s)", p.name, d->name,
                      image) == -1)
-    perror (prog);
+    bm_error ("%m");
   else if (access (image, F_OK) == -1)
     bm_error ("serve: point %s, disk %s: %s: %s", p.name, d->name, image,
               strerror (errno));

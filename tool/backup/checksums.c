@@ -276,18 +276,18 @@ static void
 say_resync (const struct set *s, const struct disk *d, bool base_there)
 {
   if (d->prev_holds)
-    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s: a resync (the "
-             "whole disk read, only what differs from %s written)\n",
-             prog, d->name, s->incremental,
-             base_there ? "is inconsistent" : "is missing",
-             d->prev_sums_path);
+    bm_error ("backup: disk %s: bitmap %s %s: a resync (the "
+              "whole disk read, only what differs from %s written)",
+              d->name, s->incremental,
+              base_there ? "is inconsistent" : "is missing",
+              d->prev_sums_path);
   else
-    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s: a resync (the "
-             "whole disk read, only what differs from what %s holds "
-             "written, as nothing shows that it holds the image of %s)\n",
-             prog, d->name, s->incremental,
-             base_there ? "is inconsistent" : "is missing", d->target,
-             d->prev_sums_path);
+    bm_error ("backup: disk %s: bitmap %s %s: a resync (the "
+              "whole disk read, only what differs from what %s holds "
+              "written, as nothing shows that it holds the image of %s)",
+              d->name, s->incremental,
+              base_there ? "is inconsistent" : "is missing", d->target,
+              d->prev_sums_path);
 }
 
 /* In a repository every point has its checksums: an incremental that
@@ -302,15 +302,15 @@ needs_sums (const struct set *s, const struct disk *d)
   if (!s->sums_required)
     return false;
   if (d->prev == NULL)
-    fprintf (stderr, "%s: backup: disk %s: the checksums of point %s are "
-             "not usable (%s): a full copy, as every point of a repository "
-             "has its checksums\n", prog, d->name, s->incremental, why);
+    bm_error ("backup: disk %s: the checksums of point %s are "
+              "not usable (%s): a full copy, as every point of a repository "
+              "has its checksums", d->name, s->incremental, why);
   else if (d->prev->chunk > d->base_granularity)
-    fprintf (stderr, "%s: backup: disk %s: bitmap %s's granularity (%"
-             PRIu64 ") is smaller than a checksum chunk (%" PRIu64 "): a "
-             "full copy, as every point of a repository has its "
-             "checksums\n", prog, d->name, s->incremental,
-             d->base_granularity, d->prev->chunk);
+    bm_error ("backup: disk %s: bitmap %s's granularity (%"
+              PRIu64 ") is smaller than a checksum chunk (%" PRIu64 "): a "
+              "full copy, as every point of a repository has its "
+              "checksums", d->name, s->incremental,
+              d->base_granularity, d->prev->chunk);
   else
     return false;
   return true;
@@ -336,20 +336,20 @@ checksums_plan (struct set *s, struct disk *d, bool base_there,
   if (d->mode == MODE_RESYNC)
     say_resync (s, d, base_there);
   else if (d->mode == MODE_FULL && unread)
-    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s, and the target "
-             "cannot be read to compare with %s (%s): a full copy\n",
-             prog, d->name, s->incremental,
-             base_there ? "is inconsistent" : "is missing",
-             d->prev_sums_path, unread);
+    bm_error ("backup: disk %s: bitmap %s %s, and the target "
+              "cannot be read to compare with %s (%s): a full copy",
+              d->name, s->incremental,
+              base_there ? "is inconsistent" : "is missing",
+              d->prev_sums_path, unread);
   else if (d->mode == MODE_FULL)
-    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s and there are no "
-             "usable checksums of the previous backup (%s): a full copy\n",
-             prog, d->name, s->incremental,
-             base_there ? "is inconsistent" : "is missing", why);
+    bm_error ("backup: disk %s: bitmap %s %s and there are no "
+              "usable checksums of the previous backup (%s): a full copy",
+              d->name, s->incremental,
+              base_there ? "is inconsistent" : "is missing", why);
   else if (d->prev == NULL)
-    fprintf (stderr, "%s: backup: disk %s: no checksums will be written "
-             "for this backup: those of the previous one are not usable "
-             "(%s)\n", prog, d->name, why);
+    bm_error ("backup: disk %s: no checksums will be written "
+              "for this backup: those of the previous one are not usable "
+              "(%s)", d->name, why);
   free (unread);
 }
 
@@ -469,10 +469,10 @@ checksums_prepare (struct set *s, struct disk *d)
     /* A chunk would take in clean granules, which an incremental view
      * does not hold: nothing to hash them from.
      */
-    fprintf (stderr, "%s: backup: disk %s: no checksums will be written "
-             "for this backup: bitmap %s's granularity (%" PRIu64 ") is "
-             "smaller than a checksum chunk (%" PRIu64 ")\n", prog,
-             d->name, s->incremental, d->base_granularity, d->prev->chunk);
+    bm_error ("backup: disk %s: no checksums will be written "
+              "for this backup: bitmap %s's granularity (%" PRIu64 ") is "
+              "smaller than a checksum chunk (%" PRIu64 ")",
+              d->name, s->incremental, d->base_granularity, d->prev->chunk);
   }
   else if ((d->mode != MODE_INCREMENTAL || d->prev) && new_set (s, d) == -1)
     return -1;
@@ -517,10 +517,10 @@ checksums_publish (struct set *s)
     if (sums_publish (d->sums_path, &error) == 0)
       d->sums_written = true;
     else
-      fprintf (stderr, "%s: backup: disk %s: the backup is complete, but "
-               "its checksums could not be put in place (%s): the next "
-               "backup of this disk will have none to build on\n", prog,
-               d->name, error ? error : strerror (ENOMEM));
+      bm_error ("backup: disk %s: the backup is complete, but "
+                "its checksums could not be put in place (%s): the next "
+                "backup of this disk will have none to build on",
+                d->name, error ? error : strerror (ENOMEM));
     free (error);
   }
 }

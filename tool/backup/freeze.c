@@ -221,8 +221,8 @@ thaw_guest (struct set *s)
   }
   else {
     /* Said at once: whatever else failed, this one the user must see. */
-    fprintf (stderr, "%s: backup: THE GUEST MAY STILL BE FROZEN: %s\n",
-             prog, error ? error : strerror (ENOMEM));
+    bm_error ("backup: THE GUEST MAY STILL BE FROZEN: %s",
+              error ? error : strerror (ENOMEM));
     set_fail (s, "the guest could not be thawed");
   }
   free (error);

@@ -66,9 +66,9 @@ older_plan (struct set *s, struct disk *d, const struct repo_point *n)
       d->mode == MODE_FULL)
     return 0;                   /* nothing owed to N, or all copied */
   if ((ns = newest_sums (s, d, n, &why)) == NULL) {
-    fprintf (stderr, "%s: backup: disk %s: the changes between points %s "
-             "and %s cannot be told (%s): a full copy\n", prog, d->name,
-             s->incremental, n->name, why ? why : "out of memory");
+    bm_error ("backup: disk %s: the changes between points %s "
+              "and %s cannot be told (%s): a full copy", d->name,
+              s->incremental, n->name, why ? why : "out of memory");
     free (why);
     d->mode = MODE_FULL;
     return 0;
@@ -86,10 +86,10 @@ older_plan (struct set *s, struct disk *d, const struct repo_point *n)
       forced += !d->force[i];
       d->force[i] = 1;
     }
-  fprintf (stderr, "%s: backup: disk %s: from checkpoint %s, older than "
-           "the newest point %s: the %" PRIu64 " chunks that changed "
-           "between them are copied too\n", prog, d->name, s->incremental,
-           n->name, forced);
+  bm_error ("backup: disk %s: from checkpoint %s, older than "
+            "the newest point %s: the %" PRIu64 " chunks that changed "
+            "between them are copied too", d->name, s->incremental,
+            n->name, forced);
   sums_free (ns);
   return 0;
 }

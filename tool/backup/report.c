@@ -242,8 +242,8 @@ report_manifest (const struct set *s, bool ok, const char *path)
 
  out:
   if (r == -1) {
-    fprintf (stderr, "%s: backup: --manifest %s: %s\n", prog, path,
-             strerror (errno));
+    bm_error ("backup: --manifest %s: %s", path,
+              strerror (errno));
     if (fp)
       fclose (fp);
     if (tmp)

@@ -230,8 +230,8 @@ choose_connections (struct job *j)
     c->connections = refuser || cpus < 1 ? 1 : MIN (cpus, AUTO_CONNECTIONS);
   }
   else if (c->connections > 1 && refuser) {
-    fprintf (stderr, "%s: copy: %s does not allow multi-conn: using "
-             "1 connection\n", prog, refuser);
+    bm_error ("copy: %s does not allow multi-conn: using "
+              "1 connection", refuser);
     c->connections = 1;
   }
   bm_debug ("copy: %u connections", c->connections);
