@@ -452,7 +452,7 @@ say_failure (const struct set *s)
     if (d->error)
       bm_error ("backup: %s%s%s%s", who ? "disk " : "",
                 who ? who : "", who ? ": " : "", d->error);
-    if (d->r.error || (d->r.interrupted && s->interrupted)) {
+    if (bmerr_failed (&d->r.error) || (d->r.interrupted && s->interrupted)) {
       if (who)
         bm_error ("backup: disk %s:", who);
       copy_print_failure (&d->o, &d->r);

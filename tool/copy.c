@@ -89,11 +89,15 @@ static struct sums *
 new_sums (const char *source, const char *base)
 {
   struct sums *old = NULL, *s;
+  struct bmerr err = { 0 };
   char *error = NULL;
   int64_t size;
 
-  if ((size = copy_export_size (source, &error)) == -1 ||
-      (base && sums_read (base, &old, &error) == -1)) {
+  if ((size = copy_export_size (source, &err)) == -1) {
+    bm_error ("copy: %s", err.msg);
+    return NULL;
+  }
+  if (base && sums_read (base, &old, &error) == -1) {
     bm_error ("copy: %s", error ? error : strerror (ENOMEM));
     free (error);
     return NULL;

@@ -127,23 +127,12 @@ restore_open_point (struct restore *st, const char *spec)
   return r;
 }
 
-static int __attribute__ ((format (printf, 2, 3)))
-say (char **error, const char *fs, ...)
-{
-  va_list args;
-
-  va_start (args, fs);
-  if (vasprintf (error, fs, args) == -1)
-    *error = NULL;
-  va_end (args);
-  return -1;
-}
-
 /* The size of a target: 0 and *exists false for a file that is not
- * there; -1 with *error.
+ * there; -1 with err.
  */
 static int
-target_size (const char *target, uint64_t *size, bool *exists, char **error)
+target_size (const char *target, uint64_t *size, bool *exists,
+             struct bmerr *err)
 {
   struct stat st;
   int64_t v;
@@ -151,7 +140,7 @@ target_size (const char *target, uint64_t *size, bool *exists, char **error)
 
   *exists = true;
   if (is_nbd_uri (target)) {
-    if ((v = copy_export_size (target, error)) == -1)
+    if ((v = copy_export_size (target, err)) == -1)
       return -1;
     *size = v;
     return 0;
@@ -160,18 +149,21 @@ target_size (const char *target, uint64_t *size, bool *exists, char **error)
     *exists = false;
     if (errno == ENOENT)
       return 0;
-    return say (error, "%s: %s", target, strerror (errno));
+    bmerr_set (err, errno, "%s: %s", target, strerror (errno));
+    return -1;
   }
   if (S_ISREG (st.st_mode)) {
     *size = st.st_size;
     return 0;
   }
-  if (!S_ISBLK (st.st_mode))
-    return say (error, "%s: not a regular file, a block device or an "
-                "NBD URI", target);
+  if (!S_ISBLK (st.st_mode)) {
+    bmerr_set (err, EINVAL, "%s: not a regular file, a block device or an "
+               "NBD URI", target);
+    return -1;
+  }
   if ((fd = open (target, O_RDONLY | O_CLOEXEC)) == -1 ||
       ioctl (fd, BLKGETSIZE64, size) == -1) {
-    say (error, "%s: %s", target, strerror (errno));
+    bmerr_set (err, errno, "%s: %s", target, strerror (errno));
     if (fd >= 0)
       close (fd);
     return -1;
@@ -205,15 +197,14 @@ check_outside (const struct restore *st, const struct restore_job *j)
 static int
 check_target (const struct restore *st, const struct restore_job *j)
 {
-  char *error = NULL;
+  struct bmerr err = { 0 };
   uint64_t size = 0;
   bool exists;
 
   if (check_outside (st, j) == -1)
     return -1;
-  if (target_size (j->target, &size, &exists, &error) == -1) {
-    bm_error ("%s: %s", st->cmd, error ? error : strerror (ENOMEM));
-    free (error);
+  if (target_size (j->target, &size, &exists, &err) == -1) {
+    bm_error ("%s: %s", st->cmd, err.msg);
     return -1;
   }
   if (exists && size != j->d->size) {

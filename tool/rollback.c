@@ -409,6 +409,7 @@ bitmap_chunks (const struct rollback *rb, size_t i,
   struct restore_job *j = &rb->st.jobs[i];
   const char *ctl = rb->disks[i].control;
   json_object *args = json_object_new_object (), *ret = NULL;
+  struct bmerr err = { 0 };
   char *error = NULL, *uri = NULL;
   int fd, r;
 
@@ -428,18 +429,20 @@ bitmap_chunks (const struct rollback *rb, size_t i,
   if (r == 0) {
     if ((uri = endpoint_with_export (rb->disks[i].source,
                                      ROLLBACK_VIEW)) == NULL)
-      error = strdup (strerror (ENOMEM));
-    else if (copy_dirty_chunks (uri, j->d->size, j->sums->chunk, j->only,
-                                &error) == -1)
+      bmerr_set (&err, ENOMEM, "%s", strerror (ENOMEM));
+    else
+      copy_dirty_chunks (uri, j->d->size, j->sums->chunk, j->only, &err);
+    if (bmerr_failed (&err))
       r = -1;
   }
-  if (r == 1 || (r == -1 && error))
+  if (r == 1 || bmerr_failed (&err))
     bm_error ("rollback: disk %s: cannot read what bitmap %s recorded: %s",
-              j->d->name, base->name, error ? error : "out of memory");
+              j->d->name, base->name,
+              r == 1 ? (error ? error : "out of memory") : err.msg);
   /* Ended before anything is written (closing the connection would
    * end it too: end-on-disconnect).
    */
-  if (r != -1 || error) {
+  if (r != -1 || bmerr_failed (&err)) {
     args = json_object_new_object ();
     json_object_object_add (args, "name",
                             json_object_new_string (ROLLBACK_VIEW));
@@ -559,7 +562,7 @@ int
 do_rollback (int argc, char *argv[])
 {
   struct rollback rb = { .st = RESTORE_INIT ("rollback") };
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int status;
   size_t i, done = 0;
   bool ok = false;
@@ -571,9 +574,8 @@ do_rollback (int argc, char *argv[])
   rb.st.refuse_bad = true;
   if (restore_check_all (&rb.st) == -1)
     goto out;
-  if (copy_signals_catch (&error) == -1) {
-    bm_error ("rollback: %s", error);
-    free (error);
+  if (copy_signals_trap (&err) == -1) {
+    bm_error ("rollback: %s", err.msg);
     goto out;
   }
   for (i = 0; i < rb.n && !copy_interrupted (); ++i)

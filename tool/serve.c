@@ -232,7 +232,7 @@ do_serve (int argc, char *argv[])
     { NULL }
   };
   const char *disk = NULL, *path = NULL;
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int opt, r;
 
   while ((opt = getopt_long (argc, argv, "h", long_options, NULL)) != -1) {
@@ -247,9 +247,8 @@ do_serve (int argc, char *argv[])
     return bad_usage ("serve ", "expecting DIR[@POINT]");
   if (path == NULL)
     return bad_usage ("serve ", "--socket PATH is required");
-  if (copy_signals_catch (&error) == -1) {
-    bm_error ("serve: %s", error);
-    free (error);
+  if (copy_signals_trap (&err) == -1) {
+    bm_error ("serve: %s", err.msg);
     return EXIT_FAILURE;
   }
   r = serve_point (argv[optind], disk, path);

@@ -205,7 +205,7 @@ manifest_json (const struct set *s, bool ok)
     add_mode (o, d);
     json_object_object_add (o, "status", json_object_new_string (
       d->r.ok && ok ? "complete"
-      : d->r.error || d->error ? "failed"
+      : bmerr_failed (&d->r.error) || d->error ? "failed"
       : d->r.interrupted ? "interrupted" : "incomplete"));
     json_object_array_add (disks, o);
   }
