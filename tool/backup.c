@@ -142,7 +142,7 @@ add_disk (struct set *s, const char *spec, bool repo)
 {
   struct disk *disks = realloc (s->disks, (s->n + 1) * sizeof *disks);
   struct disk *d;
-  char *error = NULL;
+  struct bmerr err = { 0 };
 
   if (disks == NULL) {
     bm_error ("%m");
@@ -151,11 +151,8 @@ add_disk (struct set *s, const char *spec, bool repo)
   s->disks = disks;
   d = &s->disks[s->n++];
   *d = (struct disk) { .fd = -1 };
-  if (disk_parse (spec, repo, d, &error) == -1) {
-    bad_usage ("backup ", "%s", error ? error : strerror (ENOMEM));
-    free (error);
-    return EXIT_FAILURE;
-  }
+  if (disk_parse (spec, repo, d, &err) == -1)
+    return bad_usage ("backup ", "%s", err.msg);
   d->named = d->name != NULL;
   if (d->name == NULL &&
       asprintf (&d->name, "disk%zu", s->n - 1) == -1) {
@@ -392,14 +389,11 @@ check_options (struct set *s)
 static int
 check_disks (const struct set *s)
 {
-  char *error;
-  int r;
+  struct bmerr err = { 0 };
 
-  if (set_check_disks (s, &error) == 0)
+  if (set_check_disks (s, &err) == 0)
     return 0;
-  r = bad_usage ("backup ", "%s", error ? error : strerror (ENOMEM));
-  free (error);
-  return r;
+  return bad_usage ("backup ", "%s", err.msg);
 }
 
 /* The manifest's place, before anything changes: a manifest that
@@ -408,14 +402,12 @@ check_disks (const struct set *s)
 static int
 check_manifest (const struct options *opts)
 {
-  char *error;
+  struct bmerr err = { 0 };
 
   if (opts->manifest == NULL ||
-      report_manifest_ready (opts->manifest, &error) == 0)
+      report_manifest_ready (opts->manifest, &err) == 0)
     return 0;
-  bm_error ("backup: %s",
-            error ? error : strerror (ENOMEM));
-  free (error);
+  bm_error ("backup: %s", err.msg);
   return EXIT_FAILURE;
 }
 
@@ -507,21 +499,16 @@ open_repo (struct set *s, const struct options *opts)
 static int
 prepare (struct set *s, struct options *opts)
 {
-  char *error = NULL;
+  struct bmerr err = { 0 };
   size_t i;
 
   opts->o.full = s->incremental == NULL;
   for (i = 0; i < s->n; ++i)
     if (disk_prepare (&s->disks[i], s->view, opts->scratch, &opts->o,
-                      &error) == -1) {
-      bm_error ("backup: %s",
-                error ? error : strerror (ENOMEM));
-      free (error);
-      return EXIT_FAILURE;
-    }
-  if (copy_signals_catch (&error) == -1) {
-    bm_error ("backup: %s", error);
-    free (error);
+                      &err) == -1)
+      break;
+  if (i < s->n || copy_signals_trap (&err) == -1) {
+    bm_error ("backup: %s", err.msg);
     return EXIT_FAILURE;
   }
   return 0;

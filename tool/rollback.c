@@ -130,13 +130,11 @@ static int
 add_spec (struct rollback *rb, const char *spec)
 {
   struct disk d = { .fd = -1 };
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int r;
 
-  if (disk_parse (spec, true, &d, &error) == -1) {
-    r = bad_usage ("rollback ", "%s", error ? error : strerror (ENOMEM));
-    free (error);
-  }
+  if (disk_parse (spec, true, &d, &err) == -1)
+    r = bad_usage ("rollback ", "%s", err.msg);
   else if (d.scratch)
     r = bad_usage ("rollback ", "--disk %s: scratch= is not used by "
                    "rollback", spec);

@@ -179,18 +179,18 @@ static void
 mark (struct set *s, struct disk *d)
 {
   uint64_t i;
-  char *why = NULL;
+  struct bmerr err = { 0 };
 
   for (i = 0; i < d->nforce && !d->force[i]; ++i)
     ;
   if (i == d->nforce || d->mode != MODE_INCREMENTAL ||
-      heal_mark (s, d, d->prev->chunk, d->nforce, &why) == 0)
+      heal_mark (s, d, d->prev->chunk, d->nforce, &err) == 0)
     return;
   bm_error ("backup: disk %s: the chunks to heal could not be "
             "marked in bitmap %s on its server (%s): a resync instead (the "
             "whole disk read, only what differs and those chunks written)",
-            d->name, s->incremental, why ? why : "out of memory");
-  free (why);
+            d->name, s->incremental,
+            bmerr_failed (&err) ? err.msg : "out of memory");
   d->mode = MODE_RESYNC;
 }
 
