@@ -221,7 +221,7 @@ check_target (const struct restore *st, const struct restore_job *j)
 static int
 check_sums (const struct restore *st, struct restore_job *j)
 {
-  char *error = NULL;
+  struct bmerr err = { 0 };
   struct sums *s;
 
   if ((j->sums_path = repo_path (&st->repo, j->d->sums)) == NULL ||
@@ -229,10 +229,9 @@ check_sums (const struct restore *st, struct restore_job *j)
     bm_error ("%m");
     return -1;
   }
-  if (sums_read (j->sums_path, &j->sums, &error) == -1) {
+  if (sums_load (j->sums_path, &j->sums, &err) == -1) {
     bm_error ("%s: point %s, disk %s: %s", st->cmd, st->point.name, j->d->name,
-              error ? error : strerror (ENOMEM));
-    free (error);
+              err.msg);
     return -1;
   }
   s = j->sums;
@@ -444,8 +443,8 @@ restore_job_json (const struct restore_job *j)
     json_object_object_add (o, "tracking-base", j->tracking_base ?
                             json_object_new_string (j->tracking_base)
                             : NULL);
-    json_object_object_add (o, "tracking-lost", j->lost ?
-                            json_object_new_string (j->lost) : NULL);
+    json_object_object_add (o, "tracking-lost", bmerr_failed (&j->lost) ?
+                            json_object_new_string (j->lost.msg) : NULL);
     json_object_object_add (o, "chunks-written",
                             json_object_new_uint64 (j->nr_only));
   }
@@ -522,7 +521,6 @@ restore_free (struct restore *st)
     free (j->sums_path);
     free (j->digests);
     free (j->only);
-    free (j->lost);
     sums_free (j->sums);
     copy_result_free (&j->r);
   }

@@ -313,40 +313,36 @@ untracked (json_object *bitmaps, const char *name)
 }
 
 /* The chunks where the checksums of point base differ from POINT's:
- * 0, or 1 with *why when they cannot be compared.
+ * 0, or 1 when they cannot be compared, why offered to why
+ * (bmerr_first).
  */
 static int
 diff_sums (const struct rollback *rb, const struct repo_point *base,
-           struct restore_job *j, char **why)
+           struct restore_job *j, struct bmerr *why)
 {
   const struct repo_disk *nd = repo_point_disk (base, j->d->name);
   struct sums *ns = NULL;
-  char *path = NULL, *error = NULL;
+  struct bmerr err = { 0 };
+  char *path = NULL;
   uint64_t i;
   int r = 1;
 
-  free (*why);
-  *why = NULL;
   if (nd == NULL) {
-    if (asprintf (why, "point %s has no disk %s", base->name,
-                  j->d->name) == -1)
-      *why = NULL;
+    bmerr_first (why, ENOENT, "point %s has no disk %s", base->name,
+                 j->d->name);
     return 1;
   }
   if ((path = repo_path (&rb->st.repo, nd->sums)) == NULL ||
-      sums_read (path, &ns, &error) == -1) {
-    if (asprintf (why, "the checksums of point %s: %s", base->name,
-                  error ? error : strerror (ENOMEM)) == -1)
-      *why = NULL;
-  }
+      sums_load (path, &ns, &err) == -1)
+    bmerr_first (why, err.errnum, "the checksums of point %s: %s",
+                 base->name,
+                 bmerr_failed (&err) ? err.msg : strerror (ENOMEM));
   else if (ns->disk_size != j->sums->disk_size ||
            ns->chunk != j->sums->chunk ||
-           strcmp (ns->checkpoint, base->name) != 0) {
-    if (asprintf (why, "the checksums of point %s (%s) do not describe "
-                  "the disk in the chunks of point %s", base->name,
-                  path, rb->st.point.name) == -1)
-      *why = NULL;
-  }
+           strcmp (ns->checkpoint, base->name) != 0)
+    bmerr_first (why, EINVAL, "the checksums of point %s (%s) do not "
+                 "describe the disk in the chunks of point %s", base->name,
+                 path, rb->st.point.name);
   else {
     for (i = 0; i < ns->n; ++i)
       j->only[i] |= memcmp (ns->digests + i * SUMS_DIGEST,
@@ -356,43 +352,33 @@ diff_sums (const struct rollback *rb, const struct repo_point *base,
   }
   sums_free (ns);
   free (path);
-  free (error);
   return r;
 }
 
 /* The point whose bitmap disk i has, consistent and recording, the
  * newest such one, whose checksums can be compared with POINT's (the
  * chunks that differ set in only): what changed since it is what the
- * bitmap has dirty.  NULL with *why (about the newest point) if none.
+ * bitmap has dirty.  NULL with why (about the newest point: the first
+ * reason is kept) if none.
  */
 static const struct repo_point *
 choose_base (const struct rollback *rb, size_t i, json_object *bitmaps,
-             char **why)
+             struct bmerr *why)
 {
   struct restore_job *j = &rb->st.jobs[i];
-  char *whynot = NULL;
   const char *state;
   size_t k;
 
   for (k = rb->points.n; k-- > 0;) {
     const struct repo_point *p = &rb->points.p[k];
     if ((state = untracked (bitmaps, p->name)) != NULL) {
-      if (*why == NULL &&
-          asprintf (why, strcmp (state, "is missing") == 0
-                    ? "the disk has no bitmap %s"
-                    : "bitmap %s %s", p->name, state) == -1)
-        *why = NULL;
+      bmerr_first (why, ENOENT, strcmp (state, "is missing") == 0
+                   ? "the disk has no bitmap %s" : "bitmap %s %s",
+                   p->name, state);
       continue;
     }
-    if (diff_sums (rb, p, j, &whynot) == 0) {
-      free (whynot);
+    if (diff_sums (rb, p, j, why) == 0)
       return p;
-    }
-    if (*why == NULL)
-      *why = whynot;
-    else
-      free (whynot);
-    whynot = NULL;
   }
   return NULL;
 }
@@ -507,8 +493,7 @@ plan_one (struct rollback *rb, size_t i)
   base = choose_base (rb, i, bitmaps, &j->lost);
   json_object_put (bitmaps);
   if (base) {
-    free (j->lost);
-    j->lost = NULL;
+    bmerr_clear (&j->lost);
     j->tracking = "bitmap";
     j->tracking_base = base->name;
     r = bitmap_chunks (rb, i, base);
@@ -517,7 +502,8 @@ plan_one (struct rollback *rb, size_t i)
     j->tracking = "checksums";
     bm_error ("rollback: disk %s: tracking lost (%s): reading the whole "
               "disk to compare it with the checksums of point %s",
-              j->d->name, j->lost ? j->lost : "out of memory",
+              j->d->name,
+              bmerr_failed (&j->lost) ? j->lost.msg : "out of memory",
               rb->st.point.name);
     r = hash_chunks (rb, i);
   }

@@ -29,12 +29,9 @@
  *
  * Everything here runs on the main thread but copies.c's threads,
  * which each own one disk's copy_options and copy_result while they
- * run.  Errors are values: a function that fails fills the struct
- * bmerr it is given (error.h); each step returns -1 after recording
- * what went wrong in the disk it concerns (disk_fail: disk.error) or in
- * the set (set_fail: set.error), the first one kept; backup.c says
- * them.  (disk.error and set.error are strings still, as cut.c and
- * servers.c read them.)
+ * run.  Errors are values: each step returns -1 after recording what
+ * went wrong in the disk it concerns (disk.error) or in the set
+ * (set.error); backup.c says them.
  */
 
 #ifndef DIRTYBITMAP_BACKUP_INTERNAL_H
@@ -101,7 +98,7 @@ struct disk {
   struct sums *prev;            /* the disk at B, if a set says so */
   char *prev_sums_path;
   bool prev_holds;              /* target provably holds prev's image */
-  char *prev_why;               /* why prev is NULL */
+  struct bmerr prev_why;        /* why prev is NULL */
   struct sums *sums;            /* this backup's, or NULL: none */
   char *sums_path;
   bool sums_held;               /* the target will hold what sums says */
