@@ -392,7 +392,8 @@ static int
 live (const struct opts *o, const char *bitmap)
 {
   json_object *actions = json_object_new_array (), *args, *ret;
-  char *file = NULL, *error;
+  struct bmerr err = { 0 };
+  char *file = NULL;
   size_t i;
   int r;
 
@@ -422,12 +423,10 @@ live (const struct opts *o, const char *bitmap)
   args = json_object_new_object ();
   json_object_object_add (args, "actions", actions);
   r = control_call (o->control, control_request ("transaction", args),
-                    &ret, &error);
+                    &ret, &err);
   json_object_put (ret);
-  if (r == 1) {
-    print_server_error (error, file, o->source_file);
-    free (error);
-  }
+  if (r == 1)
+    print_server_error (err.msg, file, o->source_file);
   free (file);
   return r == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

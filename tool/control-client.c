@@ -247,18 +247,21 @@ control_call_on (int fd, const char *path, json_object *request,
 
 int
 control_call (const char *path, json_object *request, json_object **ret,
-              char **error)
+              struct bmerr *err)
 {
   int fd = control_connect (path), r;
+  char *desc = NULL;
 
+  *ret = NULL;
   if (fd == -1) {
     json_object_put (request);
-    *ret = NULL;
-    *error = NULL;
     return -1;
   }
-  r = control_call_on (fd, path, request, ret, error);
+  r = control_call_on (fd, path, request, ret, &desc);
   close (fd);
+  if (r == 1)
+    bmerr_set (err, EINVAL, "%s", desc);
+  free (desc);
   return r;
 }
 

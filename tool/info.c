@@ -273,15 +273,13 @@ static int
 from_server (const char *socket, struct info *in)
 {
   json_object *ret, *list, *size;
-  char *error;
+  struct bmerr err = { 0 };
   size_t i, n;
   int r;
 
-  r = control_call (socket, control_request ("query", NULL), &ret, &error);
-  if (r == 1) {
-    bm_error ("%s", error);
-    free (error);
-  }
+  r = control_call (socket, control_request ("query", NULL), &ret, &err);
+  if (r == 1)
+    bm_error ("%s", err.msg);
   if (r != 0)
     return -1;
   in->path = strdup (get_str (ret, "file"));

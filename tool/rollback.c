@@ -261,16 +261,15 @@ ask_server (const struct rollback *rb, size_t i, json_object **bitmaps)
 {
   const char *name = rb->st.jobs[i].d->name;
   json_object *ret = NULL, *v;
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int r;
 
   r = control_call (rb->disks[i].control, control_request ("query", NULL),
-                    &ret, &error);
+                    &ret, &err);
   if (r != 0) {
     if (r == 1)
       bm_error ("rollback: disk %s: %s: query: %s", name,
-                rb->disks[i].control, error);
-    free (error);
+                rb->disks[i].control, err.msg);
     return -1;
   }
   if ((json_object_object_get_ex (ret, "backup", &v) && v) ||
