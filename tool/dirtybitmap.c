@@ -25,16 +25,25 @@
 const char *prog = "dirtybitmap";
 bool verbose;
 
-/* The one place the prefix is written.  errno is kept for a %m. */
-void
-bm_verror (const char *fs, va_list args)
+/* A line on stderr: "dirtybitmap: ", the kind ("debug: " or none),
+ * the message.  The one place the prefix is written; errno is kept
+ * for a %m.
+ */
+static void __attribute__ ((format (printf, 2, 0)))
+say (const char *kind, const char *fs, va_list args)
 {
   int saved = errno;
 
-  fprintf (stderr, "%s: ", prog);
+  fprintf (stderr, "%s: %s", prog, kind);
   errno = saved;
   vfprintf (stderr, fs, args);
   fputc ('\n', stderr);
+}
+
+void
+bm_verror (const char *fs, va_list args)
+{
+  say ("", fs, args);
 }
 
 void
@@ -43,7 +52,7 @@ bm_error (const char *fs, ...)
   va_list args;
 
   va_start (args, fs);
-  bm_verror (fs, args);
+  say ("", fs, args);
   va_end (args);
 }
 
@@ -54,11 +63,9 @@ bm_debug (const char *fs, ...)
 
   if (!verbose)
     return;
-  fprintf (stderr, "%s: debug: ", prog);
   va_start (args, fs);
-  vfprintf (stderr, fs, args);
+  say ("debug: ", fs, args);
   va_end (args);
-  fputc ('\n', stderr);
 }
 
 int
