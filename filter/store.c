@@ -332,6 +332,10 @@ start_txn (const struct store_config *cfg, bool created, const char **sel)
                                      cfg->nr_actions, &err)
       : bmf_txn_begin (store.file, false, &err);
     if (t == NULL) {
+      /* The start's actions name the parameter; a control client's
+       * refusals, later, do not.
+       */
+      bmerr_append_hint (&err, "action=remove");
       filter_error ("%s", err.msg);
       goto out;
     }
@@ -410,17 +414,12 @@ store_open (const struct store_config *cfg)
   store.disk_file = cfg->disk_file;
   if (open_file (cfg, &created) == -1)
     return -1;
-  /* The start's actions name the parameter; a control client's
-   * refusals, later, do not.
-   */
-  bmf_set_remove_hint (store.file, "action=remove");
   recovery_notices ();
   dur_init (store.file, cfg->durability, tracker_tickets_set, sync_failed);
   tracker_init (first_write);
   if (judge_disk_at_start (created) == -1 ||
       start_txn (cfg, created, &sel) == -1)
     goto err;
-  bmf_set_remove_hint (store.file, NULL);
   if (serve (cfg, sel) == -1)
     goto err;
   return 0;

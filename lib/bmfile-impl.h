@@ -25,7 +25,6 @@ struct bmf {
   struct bmf_region *reserved;  /* never reused by this process */
   size_t nr_reserved;
   bool live;                    /* bmf_set_live */
-  const char *remove_hint;      /* bmf_set_remove_hint */
   /* From bmf_set_live on, commits sync through a descriptor of their
    * own (txn-sync.c): the kernel reports a failed write-back once to
    * each open file, and a sync of the writers (bmf_sync) must not take

@@ -65,12 +65,6 @@ bmf_state (const struct bmf *f)
   return &f->st;
 }
 
-void
-bmf_set_remove_hint (struct bmf *f, const char *hint)
-{
-  f->remove_hint = hint;
-}
-
 bool
 bmf_unclean (const struct bmf *f)
 {
@@ -360,7 +354,8 @@ bmf_open_file (const char *path, enum bmf_lock lock, struct bmerr *err)
     return NULL;
   }
   if (bmf_load (fd, &f->st, &f->slot, &size, &p) == -1) {
-    bmerr_set (err, EINVAL, "%s", p.first);
+    if (err)
+      *err = p.first;
     bmf_close (f);
     return NULL;
   }

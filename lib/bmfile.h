@@ -98,12 +98,6 @@ extern void bmf_condemn_enabled (struct bmf *f);
 /* Why a bitmap is marked inconsistent. */
 extern const char *bmf_inconsistent_reason (const struct bmf *f);
 
-/* How the user of f removes a bitmap, named in the refusal of an
- * action on an inconsistent one ("remove it (action=remove) and take a
- * full backup"); NULL, the default: not named.  hint must outlive f.
- */
-extern void bmf_set_remove_hint (struct bmf *f, const char *hint);
-
 /* Validate a file without keeping it open: reports every problem
  * found to report, returns the number of problems.
  */

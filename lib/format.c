@@ -194,12 +194,12 @@ bmf_problem (struct bmf_problems *p, const char *fs, ...)
   vsnprintf (msg, sizeof msg, fs, args);
   va_end (args);
   if (p->report) {
-    char full[sizeof p->first];
+    char full[sizeof p->first.msg];
     snprintf (full, sizeof full, "%s: %s", p->path, msg);
     p->report (p->opaque, full);
   }
-  else if (p->count == 0)
-    snprintf (p->first, sizeof p->first, "%s: %s", p->path, msg);
+  else
+    bmerr_first (&p->first, EINVAL, "%s: %s", p->path, msg);
   p->count++;
 }
 

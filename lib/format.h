@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "error.h"
+
 #define BMF_VERSION         1
 #define BMF_HEADER_SLOT     4096        /* two slots, at 0 and 4096 */
 #define BMF_HEADER_LENGTH   256         /* bytes of a slot in use */
@@ -194,15 +196,17 @@ extern int bmf_state_copy (struct bmf_state *dst,
                            const struct bmf_state *src);
 extern void bmf_state_free (struct bmf_state *st);
 
-/* Problems found while decoding.  Every problem is prefixed with path;
- * report (if set) hears each of them, else the first is kept.
+/* Problems found while decoding, counted.  Every problem is prefixed
+ * with path; report (if set) hears each of them (a check lists them
+ * all), else the first is kept in first, an error like any other
+ * (EINVAL), for the opener to return.  Start it with first empty.
  */
 struct bmf_problems {
   const char *path;
   void (*report) (void *opaque, const char *problem);
   void *opaque;
   unsigned count;
-  char first[1536];
+  struct bmerr first;
 };
 extern void bmf_problem (struct bmf_problems *p, const char *fs, ...)
   __attribute__ ((format (printf, 2, 3)));

@@ -115,12 +115,10 @@ need_consistent (struct bmf_txn *t, const struct bmf_bitmap *bm,
 {
   if (!(bm->flags & BMF_INCONSISTENT))
     return 0;
-  bmerr_set (err, EINVAL, "bitmap %s is inconsistent: %s; remove it%s%s%s "
-             "and take a full backup", bm->name,
-             bmf_inconsistent_reason (t->f),
-             t->f->remove_hint ? " (" : "",
-             t->f->remove_hint ? t->f->remove_hint : "",
-             t->f->remove_hint ? ")" : "");
+  /* How the user removes it, its caller knows (bmerr_append_hint). */
+  bmerr_set (err, EINVAL, "bitmap %s is inconsistent: %s; remove it",
+             bm->name, bmf_inconsistent_reason (t->f));
+  bmerr_hint_then (err, " and take a full backup");
   return -1;
 }
 

@@ -142,25 +142,22 @@ add_disk (struct set *s, const char *spec, bool repo)
 {
   struct disk *disks = realloc (s->disks, (s->n + 1) * sizeof *disks);
   struct disk *d;
-  char *error = NULL;
+  struct bmerr err = { 0 };
 
   if (disks == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   s->disks = disks;
   d = &s->disks[s->n++];
   *d = (struct disk) { .fd = -1 };
-  if (disk_parse (spec, repo, d, &error) == -1) {
-    bad_usage ("backup ", "%s", error ? error : strerror (ENOMEM));
-    free (error);
-    return EXIT_FAILURE;
-  }
+  if (disk_parse (spec, repo, d, &err) == -1)
+    return bad_usage ("backup ", "%s", err.msg);
   d->named = d->name != NULL;
   if (d->name == NULL &&
       asprintf (&d->name, "disk%zu", s->n - 1) == -1) {
     d->name = NULL;
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   return 0;
@@ -185,7 +182,7 @@ add_control_disk (struct set *s, const char *control, const char *source,
                       "(nbd://... or nbd+unix://...)", source);
   fp = open_memstream (&spec, &len);
   if (fp == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   for (i = 0; i < 3 && values[i]; ++i) {
@@ -250,7 +247,7 @@ add_spec (struct options *opts, const char *spec)
                                 (opts->nspecs + 1) * sizeof *specs);
 
   if (specs == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   opts->specs = specs;
@@ -392,14 +389,11 @@ check_options (struct set *s)
 static int
 check_disks (const struct set *s)
 {
-  char *error;
-  int r;
+  struct bmerr err = { 0 };
 
-  if (set_check_disks (s, &error) == 0)
+  if (set_check_disks (s, &err) == 0)
     return 0;
-  r = bad_usage ("backup ", "%s", error ? error : strerror (ENOMEM));
-  free (error);
-  return r;
+  return bad_usage ("backup ", "%s", err.msg);
 }
 
 /* The manifest's place, before anything changes: a manifest that
@@ -408,14 +402,12 @@ check_disks (const struct set *s)
 static int
 check_manifest (const struct options *opts)
 {
-  char *error;
+  struct bmerr err = { 0 };
 
   if (opts->manifest == NULL ||
-      report_manifest_ready (opts->manifest, &error) == 0)
+      report_manifest_ready (opts->manifest, &err) == 0)
     return 0;
-  fprintf (stderr, "%s: backup: %s\n", prog,
-           error ? error : strerror (ENOMEM));
-  free (error);
+  bm_error ("backup: %s", err.msg);
   return EXIT_FAILURE;
 }
 
@@ -445,28 +437,28 @@ say_failure (const struct set *s)
   size_t i;
 
   if (s->error)
-    fprintf (stderr, "%s: backup: %s\n", prog, s->error);
+    bm_error ("backup: %s", s->error);
   for (i = 0; i < s->n; ++i) {
     const struct disk *d = &s->disks[i];
     const char *who = s->n > 1 ? d->name : NULL;
     if (d->error)
-      fprintf (stderr, "%s: backup: %s%s%s%s\n", prog, who ? "disk " : "",
-               who ? who : "", who ? ": " : "", d->error);
-    if (d->r.error || (d->r.interrupted && s->interrupted)) {
+      bm_error ("backup: %s%s%s%s", who ? "disk " : "",
+                who ? who : "", who ? ": " : "", d->error);
+    if (bmerr_failed (&d->r.error) || (d->r.interrupted && s->interrupted)) {
       if (who)
-        fprintf (stderr, "%s: backup: disk %s:\n", prog, who);
+        bm_error ("backup: disk %s:", who);
       copy_print_failure (&d->o, &d->r);
     }
   }
   if (s->interrupted)
-    fprintf (stderr, "%s: backup: interrupted\n", prog);
+    bm_error ("backup: interrupted");
   if (!s->cut_made)
-    fprintf (stderr, "%s: backup incomplete: nothing was changed\n", prog);
+    bm_error ("backup incomplete: nothing was changed");
   else
-    fprintf (stderr, "%s: backup incomplete: the view%s ended and the "
-             "checkpoint %s removed: the next backup starts again from "
-             "%s\n", prog, s->n > 1 ? "s are" : " is", s->checkpoint,
-             s->incremental ? s->incremental : "scratch (a full backup)");
+    bm_error ("backup incomplete: the view%s ended and the "
+              "checkpoint %s removed: the next backup starts again from "
+              "%s", s->n > 1 ? "s are" : " is", s->checkpoint,
+              s->incremental ? s->incremental : "scratch (a full backup)");
 }
 
 static int
@@ -494,8 +486,8 @@ open_repo (struct set *s, const struct options *opts)
                       "repository keeps its points' checksums", s->sums_dir);
   s->remove_incremental = false;        /* B goes once the point exists */
   if (points_open (s, opts->repo) == -1) {
-    fprintf (stderr, "%s: backup: %s\n", prog,
-             s->error ? s->error : strerror (ENOMEM));
+    bm_error ("backup: %s",
+              s->error ? s->error : strerror (ENOMEM));
     return EXIT_FAILURE;
   }
   return check_disks (s);
@@ -507,21 +499,16 @@ open_repo (struct set *s, const struct options *opts)
 static int
 prepare (struct set *s, struct options *opts)
 {
-  char *error = NULL;
+  struct bmerr err = { 0 };
   size_t i;
 
   opts->o.full = s->incremental == NULL;
   for (i = 0; i < s->n; ++i)
     if (disk_prepare (&s->disks[i], s->view, opts->scratch, &opts->o,
-                      &error) == -1) {
-      fprintf (stderr, "%s: backup: %s\n", prog,
-               error ? error : strerror (ENOMEM));
-      free (error);
-      return EXIT_FAILURE;
-    }
-  if (copy_signals_catch (&error) == -1) {
-    fprintf (stderr, "%s: backup: %s\n", prog, error);
-    free (error);
+                      &err) == -1)
+      break;
+  if (i < s->n || copy_signals_trap (&err) == -1) {
+    bm_error ("backup: %s", err.msg);
     return EXIT_FAILURE;
   }
   return 0;
@@ -588,9 +575,9 @@ do_backup (int argc, char *argv[])
   report_summary (stdout, &s, ok, opts.json);
   /* A committed set is a success, manifest or not. */
   if (opts.manifest && report_manifest (&s, ok, opts.manifest) == -1 && ok)
-    fprintf (stderr, "%s: backup: NO MANIFEST: the backup is complete "
-             "(checkpoint %s on every disk), but its manifest %s could not "
-             "be written\n", prog, s.checkpoint, opts.manifest);
+    bm_error ("backup: NO MANIFEST: the backup is complete "
+              "(checkpoint %s on every disk), but its manifest %s could not "
+              "be written", s.checkpoint, opts.manifest);
   status = ok ? EXIT_SUCCESS : EXIT_FAILURE;
 
  out:

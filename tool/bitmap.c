@@ -86,7 +86,7 @@ push (struct opts *o, enum act_kind kind, const char *src)
   struct action *a = realloc (o->acts, (o->n + 1) * sizeof *a);
 
   if (a == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   o->acts = a;
@@ -216,14 +216,14 @@ crash_notices (struct bmf *f)
   for (i = 0; i < st->nr_bitmaps; ++i) {
     const struct bmf_bitmap *b = &st->bitmaps[i];
     if (b->recovery != BMF_NOT_RECOVERED)
-      fprintf (stderr, "%s: %s: the machine stopped while "
-               "durability=coarse was recording: bitmap %s: %" PRIu64
-               " bytes are dirty because of it (from its coarse shadow)\n",
-               prog, bmf_path (f), b->name, b->recovered);
+      bm_error ("%s: the machine stopped while "
+                "durability=coarse was recording: bitmap %s: %" PRIu64
+                " bytes are dirty because of it (from its coarse shadow)",
+                bmf_path (f), b->name, b->recovered);
     else if (b->flags & BMF_INCONSISTENT)
-      fprintf (stderr, "%s: %s: bitmap %s is inconsistent: %s; remove it "
-               "and take a full backup\n", prog, bmf_path (f), b->name,
-               bmf_inconsistent_reason (f));
+      bm_error ("%s: bitmap %s is inconsistent: %s; remove it "
+                "and take a full backup", bmf_path (f), b->name,
+                bmf_inconsistent_reason (f));
   }
 }
 
@@ -241,20 +241,20 @@ open_target (const char *path, int64_t size)
   if (f == NULL && err.errnum == ENOENT && size >= 0)
     f = bmf_create (path, 0600, true, size, &err);
   if (f == NULL) {
-    report_error (&err);
+    bm_error ("%s", err.msg);
     if (err.errnum == ENOENT)
-      fprintf (stderr, "%s: use --size SIZE to create it\n", prog);
+      bm_error ("use --size SIZE to create it");
     if (err.errnum == EBUSY)
-      fprintf (stderr, "%s: to change the bitmaps of a served disk, use "
-               "--control SOCKET, the filter's control=SOCKET (see "
-               "nbdkit-dirtybitmap-filter(1), CONTROL)\n", prog);
+      bm_error ("to change the bitmaps of a served disk, use "
+                "--control SOCKET, the filter's control=SOCKET (see "
+                "nbdkit-dirtybitmap-filter(1), CONTROL)");
     return NULL;
   }
   st = bmf_state (f);
   if (size >= 0 && st->sized && st->disk_size != (uint64_t) size) {
-    fprintf (stderr, "%s: %s: --size %" PRIi64 " does not match the disk "
-             "size recorded in the file, %" PRIu64 " bytes\n",
-             prog, path, size, st->disk_size);
+    bm_error ("%s: --size %" PRIi64 " does not match the disk "
+              "size recorded in the file, %" PRIu64 " bytes",
+              path, size, st->disk_size);
     bmf_close (f);
     return NULL;
   }
@@ -275,7 +275,7 @@ open_source (struct bmf *f, const char *path, struct bmf **src)
     return 0;
   *src = bmf_open (path, BMF_LOCK_SHARED, &err);
   if (*src == NULL) {
-    report_error (&err);
+    bm_error ("%s", err.msg);
     return -1;
   }
   return 0;
@@ -294,7 +294,7 @@ read_images (struct opts *o, struct bmf_foreign **images)
 
   *images = calloc (o->n, sizeof **images);
   if (*images == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   for (i = 0; i < o->n; ++i) {
@@ -308,7 +308,7 @@ read_images (struct opts *o, struct bmf_foreign **images)
       continue;
     if (qcow2_read_bitmap (o->source_file, a->src, &(*images)[i],
                            &err) == -1) {
-      report_error (&err);
+      bm_error ("%s", err.msg);
       return -1;
     }
     a->foreign = &(*images)[i];
@@ -353,9 +353,9 @@ size_mismatch (const struct opts *o, struct bmf *src, const char *path)
   }
   if (!differs)
     return false;
-  fprintf (stderr, "%s: %s: --size %" PRIi64 " does not match the disk "
-           "size of %s, %" PRIu64 " bytes\n",
-           prog, path, o->size, o->source_file, other);
+  bm_error ("%s: --size %" PRIi64 " does not match the disk "
+            "size of %s, %" PRIu64 " bytes",
+            path, o->size, o->source_file, other);
   return true;
 }
 
@@ -367,15 +367,24 @@ static void
 print_server_error (const char *error, const char *file, const char *given)
 {
   const size_t n = file ? strlen (file) : 0;
+  const char *whole = error;
+  char *said = NULL;
+  size_t len = 0;
+  FILE *fp = open_memstream (&said, &len);
   const char *p;
 
-  fprintf (stderr, "%s: ", prog);
+  if (fp == NULL) {
+    bm_error ("%s", whole);
+    return;
+  }
   while (n && (p = strstr (error, file)) != NULL) {
-    fwrite (error, 1, p - error, stderr);
-    fputs (given, stderr);
+    fwrite (error, 1, p - error, fp);
+    fputs (given, fp);
     error = p + n;
   }
-  fprintf (stderr, "%s\n", error);
+  fputs (error, fp);
+  bm_error ("%s", fclose (fp) == 0 ? said : whole);
+  free (said);
 }
 
 /* The same actions, through a running filter's control socket. */
@@ -383,13 +392,14 @@ static int
 live (const struct opts *o, const char *bitmap)
 {
   json_object *actions = json_object_new_array (), *args, *ret;
-  char *file = NULL, *error;
+  struct bmerr err = { 0 };
+  char *file = NULL;
   size_t i;
   int r;
 
   if (o->source_file && (file = realpath (o->source_file, NULL)) == NULL) {
-    fprintf (stderr, "%s: %s: %s\n", prog, o->source_file,
-             strerror (errno));
+    bm_error ("%s: %s", o->source_file,
+              strerror (errno));
     json_object_put (actions);
     return EXIT_FAILURE;
   }
@@ -413,12 +423,10 @@ live (const struct opts *o, const char *bitmap)
   args = json_object_new_object ();
   json_object_object_add (args, "actions", actions);
   r = control_call (o->control, control_request ("transaction", args),
-                    &ret, &error);
+                    &ret, &err);
   json_object_put (ret);
-  if (r == 1) {
-    print_server_error (error, file, o->source_file);
-    free (error);
-  }
+  if (r == 1)
+    print_server_error (err.msg, file, o->source_file);
   free (file);
   return r == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
@@ -471,7 +479,7 @@ do_bitmap (int argc, char *argv[])
   if (t == NULL ||
       (o.size >= 0 && !bmf_txn_state (t)->sized &&
        bmf_txn_resize (t, o.size, &err) == -1)) {
-    report_error (&err);
+    bm_error ("%s", err.msg);
     goto out;
   }
   /* Every bit of an earlier run is on stable storage once this
@@ -486,7 +494,7 @@ do_bitmap (int argc, char *argv[])
   if (r == 0)
     r = bmf_publish (f, &err);
   if (r == -1)
-    report_error (&err);
+    bm_error ("%s", err.msg);
   r = r == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 
  out:

@@ -26,7 +26,7 @@ check_usage (int status)
 static void
 report (void *opaque, const char *problem)
 {
-  fprintf (stderr, "%s: %s\n", prog, problem);
+  bm_error ("%s", problem);
 }
 
 int
@@ -49,8 +49,8 @@ do_check (int argc, char *argv[])
 
   problems = bmf_check (argv[optind], report, NULL);
   if (problems) {
-    fprintf (stderr, "%s: %s: %u problem%s found\n", prog, argv[optind],
-             problems, problems == 1 ? "" : "s");
+    bm_error ("%s: %u problem%s found", argv[optind],
+              problems, problems == 1 ? "" : "s");
     return EXIT_FAILURE;
   }
   printf ("No errors were found in the bitmap file.\n");

@@ -65,7 +65,7 @@ control_connect (const char *path)
   int fd;
 
   if (strlen (path) >= sizeof sun.sun_path) {
-    fprintf (stderr, "%s: --control %s: path too long\n", prog, path);
+    bm_error ("--control %s: path too long", path);
     return -1;
   }
   memcpy (sun.sun_path, path, strlen (path));
@@ -86,9 +86,9 @@ control_connect (const char *path)
   return fd;
 
  err:
-  fprintf (stderr, "%s: --control %s: cannot connect: %s\n", prog, path,
-           errno == ETIMEDOUT ? "no room in its queue within "
-           CONTROL_TIMEOUT_TEXT : strerror (errno));
+  bm_error ("--control %s: cannot connect: %s", path,
+            errno == ETIMEDOUT ? "no room in its queue within "
+            CONTROL_TIMEOUT_TEXT : strerror (errno));
   if (fd >= 0)
     close (fd);
   return -1;
@@ -237,9 +237,9 @@ control_call_on (int fd, const char *path, json_object *request,
   if (r == 1)
     *error = e;
   else if (r == -1) {
-    fprintf (stderr, "%s: --control %s: %s\n", prog, path,
-             strcmp (e, "no reply in time") == 0
-             ? "no reply within " CONTROL_TIMEOUT_TEXT : e);
+    bm_error ("--control %s: %s", path,
+              strcmp (e, "no reply in time") == 0
+              ? "no reply within " CONTROL_TIMEOUT_TEXT : e);
     free (e);
   }
   return r;
@@ -247,18 +247,21 @@ control_call_on (int fd, const char *path, json_object *request,
 
 int
 control_call (const char *path, json_object *request, json_object **ret,
-              char **error)
+              struct bmerr *err)
 {
   int fd = control_connect (path), r;
+  char *desc = NULL;
 
+  *ret = NULL;
   if (fd == -1) {
     json_object_put (request);
-    *ret = NULL;
-    *error = NULL;
     return -1;
   }
-  r = control_call_on (fd, path, request, ret, error);
+  r = control_call_on (fd, path, request, ret, &desc);
   close (fd);
+  if (r == 1)
+    bmerr_set (err, EINVAL, "%s", desc);
+  free (desc);
   return r;
 }
 

@@ -6,6 +6,8 @@
 
 #include <json-c/json.h>
 
+#include "error.h"
+
 #define CONTROL_TIMEOUT_SECONDS 60
 #define CONTROL_TIMEOUT_TEXT "60 seconds"
 
@@ -17,15 +19,18 @@ extern json_object *control_request (const char *command,
 
 /* Send request (consumed) on a new connection and wait for the reply:
  * 0 with its "return" value in *ret (a new reference), 1 with the
- * server's "desc" in *error (malloced), or -1 after printing what went
- * wrong with the socket.
+ * server's "desc" in err, or -1 after printing what went wrong with
+ * the socket.
  */
 extern int control_call (const char *path, json_object *request,
-                         json_object **ret, char **error);
+                         json_object **ret, struct bmerr *err);
 
 /* The same on one connection kept for several requests (what a client
  * holds, such as a pause, lasts as long as it): control_connect gives
  * its descriptor (-1 after printing why), close it when done.
+ * control_call_on and the two below still give their error as a
+ * malloced string in *error, as backup/cut.c and backup/servers.c
+ * take it.
  */
 extern int control_connect (const char *path);
 extern int control_call_on (int fd, const char *path, json_object *request,

@@ -89,13 +89,12 @@ static struct sums *
 new_sums (const char *source, const char *base)
 {
   struct sums *old = NULL, *s;
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int64_t size;
 
-  if ((size = copy_export_size (source, &error)) == -1 ||
-      (base && sums_read (base, &old, &error) == -1)) {
-    bm_error ("copy: %s", error ? error : strerror (ENOMEM));
-    free (error);
+  if ((size = copy_export_size (source, &err)) == -1 ||
+      (base && sums_load (base, &old, &err) == -1)) {
+    bm_error ("copy: %s", err.msg);
     return NULL;
   }
   if (old && old->disk_size != (uint64_t) size) {
@@ -226,7 +225,7 @@ copy_with_sums (struct cmdline *cl, struct copy_result *r)
 {
   struct copy_sums cs;
   struct sums *sums = NULL;
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int status;
 
   if (cl->sums_path) {
@@ -242,10 +241,10 @@ copy_with_sums (struct cmdline *cl, struct copy_result *r)
    */
   if (status == EXIT_SUCCESS && sums &&
       (sums_bind (sums, cl->o.target, cl->o.full) == -1 ||
-       sums_write (cl->sums_path, sums, &error) == -1)) {
+       sums_write (cl->sums_path, sums, &err) == -1)) {
     bm_error ("copy: the copy is complete, but its checksums could not "
-              "be written: %s", error ? error : strerror (ENOMEM));
-    free (error);
+              "be written: %s",
+              bmerr_failed (&err) ? err.msg : strerror (ENOMEM));
     status = EXIT_FAILURE;
   }
   cl->o.sums = NULL;

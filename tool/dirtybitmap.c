@@ -25,16 +25,35 @@
 const char *prog = "dirtybitmap";
 bool verbose;
 
+/* A line on stderr: "dirtybitmap: ", the kind ("debug: " or none),
+ * the message.  The one place the prefix is written; errno is kept
+ * for a %m.
+ */
+static void __attribute__ ((format (printf, 2, 0)))
+say (const char *kind, const char *fs, va_list args)
+{
+  int saved = errno;
+
+  fprintf (stderr, "%s: %s", prog, kind);
+  errno = saved;
+  vfprintf (stderr, fs, args);
+  fputc ('\n', stderr);
+}
+
+void
+bm_verror (const char *fs, va_list args)
+{
+  say ("", fs, args);
+}
+
 void
 bm_error (const char *fs, ...)
 {
   va_list args;
 
-  fprintf (stderr, "%s: ", prog);
   va_start (args, fs);
-  vfprintf (stderr, fs, args);
+  say ("", fs, args);
   va_end (args);
-  fputc ('\n', stderr);
 }
 
 void
@@ -44,11 +63,9 @@ bm_debug (const char *fs, ...)
 
   if (!verbose)
     return;
-  fprintf (stderr, "%s: debug: ", prog);
   va_start (args, fs);
-  vfprintf (stderr, fs, args);
+  say ("debug: ", fs, args);
   va_end (args);
-  fputc ('\n', stderr);
 }
 
 int
@@ -56,11 +73,9 @@ bad_usage (const char *sub, const char *fs, ...)
 {
   va_list args;
 
-  fprintf (stderr, "%s: ", prog);
   va_start (args, fs);
-  vfprintf (stderr, fs, args);
+  bm_verror (fs, args);
   va_end (args);
-  fputc ('\n', stderr);
   return try_help (sub);
 }
 
@@ -95,12 +110,6 @@ print_json_string (FILE *fp, const char *s)
          : "\"\"", fp);
   json_object_put (o);
   free (valid);
-}
-
-void
-report_error (const struct bmerr *err)
-{
-  fprintf (stderr, "%s: %s\n", prog, err->msg);
 }
 
 static void __attribute__ ((noreturn))
@@ -216,7 +225,7 @@ main (int argc, char *argv[])
        */
       char *name;
       if (asprintf (&name, "%s %s", prog, argv[1]) == -1) {
-        perror (prog);
+        bm_error ("%m");
         return EXIT_FAILURE;
       }
       argv[1] = name;

@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* dirtybitmap.h: what the tool's subcommands share.  Functions here
  * print their own errors; subcommands return the exit status.
+ *
+ * Errors travel as values, in a struct bmerr (lib/error.h), to whoever
+ * reports them; what the tool says on stderr, it says through bm_error
+ * (lib/msg.h), which writes the "dirtybitmap: " prefix.  Only the
+ * progress display and the summaries (on stdout) are printed as they
+ * are.
  */
 
 #ifndef DIRTYBITMAP_TOOL_H
@@ -12,6 +18,7 @@
 
 #include "bmfile.h"
 #include "error.h"
+#include "msg.h"                /* bm_error */
 #include "size.h"               /* parse_size, human_size */
 #include "txn.h"
 
@@ -66,15 +73,12 @@ extern int parse_output (const char *sub, const char *value);
 /* Print a JSON string with quotes and escapes. */
 extern void print_json_string (FILE *fp, const char *s);
 
-/* Print an error of lib/ ("dirtybitmap: MESSAGE") on stderr. */
-extern void report_error (const struct bmerr *err);
-
 /* "Try 'dirtybitmap SUB --help' ..." on stderr; returns exit status 1.
  * For option errors that getopt has already described.
  */
 extern int try_help (const char *sub);
 
-/* The message, then try_help: returns exit status 1. */
+/* The message (bm_error), then try_help: returns exit status 1. */
 extern int bad_usage (const char *sub, const char *fs, ...)
   __attribute__ ((format (printf, 2, 3)));
 

@@ -42,9 +42,9 @@ judge_disk (struct bmf *f, const char *disk, bool writing)
   switch (bmf_check_disk (f, disk, &why)) {
   case BMF_DISK_WRITTEN:
   case BMF_DISK_UNKNOWN:
-    fprintf (stderr, "%s: %s: every enabled bitmap is %s inconsistent: "
-             "take a full backup\n", prog, why.msg,
-             writing ? "now" : "to be taken as");
+    bm_error ("%s: every enabled bitmap is %s inconsistent: "
+              "take a full backup", why.msg,
+              writing ? "now" : "to be taken as");
     break;
   case BMF_DISK_SAME:
   case BMF_DISK_UNCHECKED:
@@ -71,5 +71,5 @@ disk_seen (struct bmf_txn *t, const char *disk)
   struct bmerr why;
 
   if (bmf_txn_disk_seen (t, disk, &why) == -1)
-    fprintf (stderr, "%s: warning: %s\n", prog, why.msg);
+    bm_error ("warning: %s", why.msg);
 }

@@ -143,7 +143,7 @@ file_restore (struct bmf *f, struct info_restore *rs)
     return 0;
   rs->source = strdup (st->restore.source);
   if (rs->source == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   rs->size = st->disk_size;
@@ -153,7 +153,7 @@ file_restore (struct bmf *f, struct info_restore *rs)
     return 0;
   }
   if (bmf_map_restored (f, false, &bits, &err) == -1) {
-    report_error (&err);
+    bm_error ("%s", err.msg);
     return -1;
   }
   rs->done = bmf_restored_bytes (&bits, st->restore.gbits, st->disk_size);
@@ -173,10 +173,10 @@ from_file (const char *path, bool force, const char *given_disk,
 
   f = bmf_open (path, force ? BMF_LOCK_NONE : BMF_LOCK_SHARED, &err);
   if (f == NULL) {
-    report_error (&err);
+    bm_error ("%s", err.msg);
     if (err.errnum == EBUSY)
-      fprintf (stderr, "%s: use -U to read it while it is in use, or "
-               "--control SOCKET to ask the server\n", prog);
+      bm_error ("use -U to read it while it is in use, or "
+                "--control SOCKET to ask the server");
     return -1;
   }
   judge_disk_read (f, given_disk);
@@ -204,7 +204,7 @@ from_file (const char *path, bool force, const char *given_disk,
     b->recovered = bm->recovery != BMF_NOT_RECOVERED;
     b->recovered_bytes = bm->recovered;
     if (bmf_read_bits (f, bm, &bits, &err) == -1) {
-      report_error (&err);
+      bm_error ("%s", err.msg);
       goto out;
     }
     bits_for_each_run (&bits, bm->gbits, st->disk_size, add_dirty,
@@ -215,7 +215,7 @@ from_file (const char *path, bool force, const char *given_disk,
   goto out;
 
  nomem:
-  perror (prog);
+  bm_error ("%m");
  out:
   bmf_close (f);
   return r;
@@ -260,7 +260,7 @@ server_restore (json_object *ret, struct info_restore *rs)
     return 0;
   rs->source = strdup (get_str (o, "source"));
   if (rs->source == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   rs->done = get_u64 (o, "done-bytes");
@@ -273,15 +273,13 @@ static int
 from_server (const char *socket, struct info *in)
 {
   json_object *ret, *list, *size;
-  char *error;
+  struct bmerr err = { 0 };
   size_t i, n;
   int r;
 
-  r = control_call (socket, control_request ("query", NULL), &ret, &error);
-  if (r == 1) {
-    fprintf (stderr, "%s: %s\n", prog, error);
-    free (error);
-  }
+  r = control_call (socket, control_request ("query", NULL), &ret, &err);
+  if (r == 1)
+    bm_error ("%s", err.msg);
   if (r != 0)
     return -1;
   in->path = strdup (get_str (ret, "file"));
@@ -298,7 +296,7 @@ from_server (const char *socket, struct info *in)
   n = list ? json_object_array_length (list) : 0;
   in->bm = calloc (MAX (n, 1), sizeof *in->bm);
   if (in->path == NULL || in->bm == NULL) {
-    perror (prog);
+    bm_error ("%m");
     json_object_put (ret);
     return -1;
   }

@@ -89,22 +89,22 @@ do_map (int argc, char *argv[])
   f = bmf_open (argv[optind], force ? BMF_LOCK_NONE : BMF_LOCK_SHARED,
                 &err);
   if (f == NULL) {
-    report_error (&err);
+    bm_error ("%s", err.msg);
     if (err.errnum == EBUSY)
-      fprintf (stderr, "%s: use -U to read it while it is in use\n", prog);
+      bm_error ("use -U to read it while it is in use");
     return EXIT_FAILURE;
   }
   judge_disk_read (f, disk);
   bm = bmf_find (bmf_state (f), argv[optind + 1]);
   if (bm == NULL)
-    fprintf (stderr, "%s: bitmap %s not found in %s\n",
-             prog, argv[optind + 1], bmf_path (f));
+    bm_error ("bitmap %s not found in %s",
+              argv[optind + 1], bmf_path (f));
   else if (bm->flags & BMF_INCONSISTENT)
-    fprintf (stderr, "%s: bitmap %s is inconsistent: %s; remove it and "
-             "take a full backup\n", prog, bm->name,
-             bmf_inconsistent_reason (f));
+    bm_error ("bitmap %s is inconsistent: %s; remove it and "
+              "take a full backup", bm->name,
+              bmf_inconsistent_reason (f));
   else if (bmf_read_bits (f, bm, &b, &err) == -1)
-    report_error (&err);
+    bm_error ("%s", err.msg);
   else {
     json = json ? 1 : -1;
     if (json > 0)

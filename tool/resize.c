@@ -80,7 +80,7 @@ static int
 resize_disk (int fd, const char *disk, uint64_t size)
 {
   if (ftruncate (fd, size) == -1 || fsync (fd) == -1) {
-    fprintf (stderr, "%s: resize: %s: %s\n", prog, disk, strerror (errno));
+    bm_error ("resize: %s: %s", disk, strerror (errno));
     return -1;
   }
   return 0;
@@ -104,7 +104,7 @@ resize_both (struct bmf *f, int fd, const char *disk, uint64_t now,
   if (t == NULL ||
       (!bmf_txn_state (t)->sized && bmf_txn_resize (t, now, &err) == -1) ||
       bmf_txn_resize (t, size, &err) == -1) {
-    report_error (&err);
+    bm_error ("%s", err.msg);
     bmf_txn_abort (t);
     return -1;
   }
@@ -119,10 +119,10 @@ resize_both (struct bmf *f, int fd, const char *disk, uint64_t now,
   bmf_txn_set_open (t, false, BMF_FLUSH);
   disk_seen (t, disk);
   if (bmf_txn_commit (t, &err) == -1) {
-    report_error (&err);
-    fprintf (stderr, "%s: resize: %s is resized, but its bitmaps could "
-             "not be: the next start finds the disk written without the "
-             "filter, and every enabled bitmap inconsistent\n", prog, disk);
+    bm_error ("%s", err.msg);
+    bm_error ("resize: %s is resized, but its bitmaps could "
+              "not be: the next start finds the disk written without the "
+              "filter, and every enabled bitmap inconsistent", disk);
     return -1;
   }
   return 0;
@@ -153,11 +153,11 @@ open_disk (const char *disk, struct stat *sb)
     return fd;
   close (fd);
  not_regular:
-  fprintf (stderr, "%s: resize: %s: not a regular file\n", prog, disk);
+  bm_error ("resize: %s: not a regular file", disk);
   return -1;
 
  errno_out:
-  fprintf (stderr, "%s: resize: %s: %s\n", prog, disk, strerror (errno));
+  bm_error ("resize: %s: %s", disk, strerror (errno));
   return -1;
 }
 
@@ -178,23 +178,23 @@ check_sizes (struct bmf *f, const char *disk, const struct stat *sb)
   if (st->has_disk_id && st->disk_id.size == st->disk_size)
     return 1;
   if (!st->has_disk_id)
-    fprintf (stderr, "%s: resize: %s: its bitmaps cover %" PRIu64 " bytes, "
-             "but %s is %" PRIu64 " bytes: either a filter below changes "
-             "its size (partition, truncate: resize it through nbdkit, or "
-             "with its plugin's own tools), or it was resized without its "
-             "bitmaps (a dirtybitmap resize interrupted between its two "
-             "steps, or another program: serve it once through the "
-             "filter, which takes its size and marks every enabled bitmap "
-             "inconsistent)\n", prog, bmf_path (f), st->disk_size, disk,
-             now);
+    bm_error ("resize: %s: its bitmaps cover %" PRIu64 " bytes, "
+              "but %s is %" PRIu64 " bytes: either a filter below changes "
+              "its size (partition, truncate: resize it through nbdkit, or "
+              "with its plugin's own tools), or it was resized without its "
+              "bitmaps (a dirtybitmap resize interrupted between its two "
+              "steps, or another program: serve it once through the "
+              "filter, which takes its size and marks every enabled bitmap "
+              "inconsistent)", bmf_path (f), st->disk_size, disk,
+              now);
   /* Where a filter below changes the size (partition, truncate), the
    * file is not the disk that the bitmaps cover.
    */
   else
-    fprintf (stderr, "%s: resize: %s: its bitmaps cover %" PRIu64 " bytes, "
-             "but %s is %" PRIu64 " bytes: resize it through nbdkit, or "
-             "with its plugin's own tools\n", prog, bmf_path (f),
-             st->disk_size, disk, now);
+    bm_error ("resize: %s: its bitmaps cover %" PRIu64 " bytes, "
+              "but %s is %" PRIu64 " bytes: resize it through nbdkit, or "
+              "with its plugin's own tools", bmf_path (f),
+              st->disk_size, disk, now);
   return -1;
 }
 
@@ -203,15 +203,15 @@ static void
 say_resized_outside (struct bmf *f, const char *disk, const char *given,
                      uint64_t now)
 {
-  fprintf (stderr, "%s: resize: %s: its bitmaps cover %" PRIu64 " bytes, "
-           "the size %s had when they last recorded it, but it is %" PRIu64
-           " bytes now: it was resized without them (a dirtybitmap resize "
-           "interrupted between its two steps, or another program), so "
-           "every enabled bitmap is to be taken as inconsistent.  To bring "
-           "the bitmaps to the disk as it is: %s resize%s%s %s %" PRIu64
-           "\n", prog, bmf_path (f), bmf_state (f)->disk_size, disk, now,
-           prog, given ? " --disk " : "", given ? given : "", bmf_path (f),
-           now);
+  bm_error ("resize: %s: its bitmaps cover %" PRIu64 " bytes, "
+            "the size %s had when they last recorded it, but it is %" PRIu64
+            " bytes now: it was resized without them (a dirtybitmap resize "
+            "interrupted between its two steps, or another program), so "
+            "every enabled bitmap is to be taken as inconsistent.  To bring "
+            "the bitmaps to the disk as it is: %s resize%s%s %s %" PRIu64
+            "", bmf_path (f), bmf_state (f)->disk_size, disk, now,
+            prog, given ? " --disk " : "", given ? given : "", bmf_path (f),
+            now);
 }
 
 /* Open the bitmap file path for writing and its disk (given, or path
@@ -228,17 +228,17 @@ open_both (const char *path, const char *given, struct bmf **f,
   *disk = NULL;
   *f = bmf_open (path, BMF_LOCK_EXCLUSIVE, &err);
   if (*f == NULL) {
-    report_error (&err);
+    bm_error ("%s", err.msg);
     if (err.errnum == EBUSY)
-      fprintf (stderr, "%s: resize the disk while nbdkit is stopped (a "
-               "disk that grows or shrinks while served is followed by "
-               "the filter)\n", prog);
+      bm_error ("resize the disk while nbdkit is stopped (a "
+                "disk that grows or shrinks while served is followed by "
+                "the filter)");
     return -1;
   }
   *disk = find_disk (path, given);
   if (*disk == NULL)
-    fprintf (stderr, "%s: resize: %s: which disk it describes is not "
-             "known: give --disk DISKFILE\n", prog, path);
+    bm_error ("resize: %s: which disk it describes is not "
+              "known: give --disk DISKFILE", path);
   else if ((fd = open_disk (*disk, sb)) >= 0 &&
            (r = check_sizes (*f, *disk, sb)) >= 0) {
     *outside = r == 1;
@@ -288,11 +288,11 @@ do_resize (int argc, char *argv[])
 
   size = new_size (argv[optind + 1], sb.st_size);
   if (size < 0 || (uint64_t) size > BMF_MAX_DISK_SIZE)
-    fprintf (stderr, "%s: resize: %s: invalid size\n", prog,
-             argv[optind + 1]);
+    bm_error ("resize: %s: invalid size",
+              argv[optind + 1]);
   else if ((uint64_t) size < (uint64_t) sb.st_size && !shrink)
-    fprintf (stderr, "%s: resize: Use the --shrink option to perform a "
-             "shrink operation.\n", prog);
+    bm_error ("resize: Use the --shrink option to perform a "
+              "shrink operation.");
   /* Resized without its bitmaps: they may follow it to the size it
    * has (which finishes an interrupted resize), not in the same step
    * to another.

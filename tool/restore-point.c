@@ -97,7 +97,7 @@ restore_add_job (struct restore *st, const char *name, const char *target)
   }
   jobs = realloc (st->jobs, (st->n + 1) * sizeof *jobs);
   if (jobs == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   st->jobs = jobs;
@@ -114,7 +114,7 @@ restore_open_point (struct restore *st, const char *spec)
   int r = 0;
 
   if (repo_parse_spec (spec, &dir, &point) == -1) {
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   if (repo_open (dir, false, &st->repo, &err) == -1 ||
@@ -127,23 +127,12 @@ restore_open_point (struct restore *st, const char *spec)
   return r;
 }
 
-static int __attribute__ ((format (printf, 2, 3)))
-say (char **error, const char *fs, ...)
-{
-  va_list args;
-
-  va_start (args, fs);
-  if (vasprintf (error, fs, args) == -1)
-    *error = NULL;
-  va_end (args);
-  return -1;
-}
-
 /* The size of a target: 0 and *exists false for a file that is not
- * there; -1 with *error.
+ * there; -1 with err.
  */
 static int
-target_size (const char *target, uint64_t *size, bool *exists, char **error)
+target_size (const char *target, uint64_t *size, bool *exists,
+             struct bmerr *err)
 {
   struct stat st;
   int64_t v;
@@ -151,7 +140,7 @@ target_size (const char *target, uint64_t *size, bool *exists, char **error)
 
   *exists = true;
   if (is_nbd_uri (target)) {
-    if ((v = copy_export_size (target, error)) == -1)
+    if ((v = copy_export_size (target, err)) == -1)
       return -1;
     *size = v;
     return 0;
@@ -160,18 +149,21 @@ target_size (const char *target, uint64_t *size, bool *exists, char **error)
     *exists = false;
     if (errno == ENOENT)
       return 0;
-    return say (error, "%s: %s", target, strerror (errno));
+    bmerr_set (err, errno, "%s: %s", target, strerror (errno));
+    return -1;
   }
   if (S_ISREG (st.st_mode)) {
     *size = st.st_size;
     return 0;
   }
-  if (!S_ISBLK (st.st_mode))
-    return say (error, "%s: not a regular file, a block device or an "
-                "NBD URI", target);
+  if (!S_ISBLK (st.st_mode)) {
+    bmerr_set (err, EINVAL, "%s: not a regular file, a block device or an "
+               "NBD URI", target);
+    return -1;
+  }
   if ((fd = open (target, O_RDONLY | O_CLOEXEC)) == -1 ||
       ioctl (fd, BLKGETSIZE64, size) == -1) {
-    say (error, "%s: %s", target, strerror (errno));
+    bmerr_set (err, errno, "%s: %s", target, strerror (errno));
     if (fd >= 0)
       close (fd);
     return -1;
@@ -205,15 +197,14 @@ check_outside (const struct restore *st, const struct restore_job *j)
 static int
 check_target (const struct restore *st, const struct restore_job *j)
 {
-  char *error = NULL;
+  struct bmerr err = { 0 };
   uint64_t size = 0;
   bool exists;
 
   if (check_outside (st, j) == -1)
     return -1;
-  if (target_size (j->target, &size, &exists, &error) == -1) {
-    bm_error ("%s: %s", st->cmd, error ? error : strerror (ENOMEM));
-    free (error);
+  if (target_size (j->target, &size, &exists, &err) == -1) {
+    bm_error ("%s: %s", st->cmd, err.msg);
     return -1;
   }
   if (exists && size != j->d->size) {
@@ -230,18 +221,17 @@ check_target (const struct restore *st, const struct restore_job *j)
 static int
 check_sums (const struct restore *st, struct restore_job *j)
 {
-  char *error = NULL;
+  struct bmerr err = { 0 };
   struct sums *s;
 
   if ((j->sums_path = repo_path (&st->repo, j->d->sums)) == NULL ||
       (j->image = repo_path (&st->repo, j->d->image)) == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
-  if (sums_read (j->sums_path, &j->sums, &error) == -1) {
+  if (sums_load (j->sums_path, &j->sums, &err) == -1) {
     bm_error ("%s: point %s, disk %s: %s", st->cmd, st->point.name, j->d->name,
-              error ? error : strerror (ENOMEM));
-    free (error);
+              err.msg);
     return -1;
   }
   s = j->sums;
@@ -354,7 +344,7 @@ restore_copy (struct restore *st, struct restore_job *j)
   if ((j->digests = malloc (j->sums->n * SUMS_DIGEST + 1)) == NULL ||
       asprintf (&name, "%s (point %s of disk %s)", j->image,
                 st->point.name, j->d->name) == -1) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   for (i = 0; i < j->sums->n * SUMS_DIGEST; ++i)
@@ -453,8 +443,8 @@ restore_job_json (const struct restore_job *j)
     json_object_object_add (o, "tracking-base", j->tracking_base ?
                             json_object_new_string (j->tracking_base)
                             : NULL);
-    json_object_object_add (o, "tracking-lost", j->lost ?
-                            json_object_new_string (j->lost) : NULL);
+    json_object_object_add (o, "tracking-lost", bmerr_failed (&j->lost) ?
+                            json_object_new_string (j->lost.msg) : NULL);
     json_object_object_add (o, "chunks-written",
                             json_object_new_uint64 (j->nr_only));
   }
@@ -531,7 +521,6 @@ restore_free (struct restore *st)
     free (j->sums_path);
     free (j->digests);
     free (j->only);
-    free (j->lost);
     sums_free (j->sums);
     copy_result_free (&j->r);
   }

@@ -142,7 +142,7 @@ parse_restore (int argc, char *argv[], struct restore *st)
     case REQUESTS: r = parse_requests (optarg, &st->requests); break;
     case DISK:
       if ((more = realloc (specs, (nspecs + 1) * sizeof *more)) == NULL) {
-        perror (prog);
+        bm_error ("%m");
         r = EXIT_FAILURE;
         break;
       }
@@ -170,7 +170,7 @@ int
 do_restore (int argc, char *argv[])
 {
   struct restore st = RESTORE_INIT ("restore");
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int status;
   size_t done;
   bool ok = false;
@@ -180,9 +180,8 @@ do_restore (int argc, char *argv[])
   status = EXIT_FAILURE;
   if (restore_check_all (&st) == -1)
     goto out;
-  if (copy_signals_catch (&error) == -1) {
-    bm_error ("restore: %s", error);
-    free (error);
+  if (copy_signals_trap (&err) == -1) {
+    bm_error ("restore: %s", err.msg);
     goto out;
   }
   done = restore_run (&st, &ok);

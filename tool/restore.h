@@ -33,8 +33,8 @@ struct restore_job {
   const char *tracking;         /* how rollback chose them: "bitmap" or
                                  * "checksums", or NULL (restore) */
   const char *tracking_base;    /* the point whose bitmap it was */
-  char *lost;                   /* why no bitmap could be used, or NULL
-                                 * (owned) */
+  struct bmerr lost;            /* why no bitmap could be used, or
+                                 * empty */
   uint8_t *digests;             /* what the copy read, [sums->n] */
   struct copy_options o;
   struct copy_result r;

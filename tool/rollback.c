@@ -109,7 +109,7 @@ add_live (struct rollback *rb, const char *control, const char *source,
   struct live *disks = realloc (rb->disks, (rb->n + 1) * sizeof *disks);
 
   if (disks == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return EXIT_FAILURE;
   }
   rb->disks = disks;
@@ -117,7 +117,7 @@ add_live (struct rollback *rb, const char *control, const char *source,
   if ((rb->disks[rb->n].control = strdup (control)) == NULL ||
       (rb->disks[rb->n].source = strdup (source)) == NULL ||
       (name && (rb->disks[rb->n].name = strdup (name)) == NULL)) {
-    perror (prog);
+    bm_error ("%m");
     rb->n++;
     return EXIT_FAILURE;
   }
@@ -130,13 +130,11 @@ static int
 add_spec (struct rollback *rb, const char *spec)
 {
   struct disk d = { .fd = -1 };
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int r;
 
-  if (disk_parse (spec, true, &d, &error) == -1) {
-    r = bad_usage ("rollback ", "%s", error ? error : strerror (ENOMEM));
-    free (error);
-  }
+  if (disk_parse (spec, true, &d, &err) == -1)
+    r = bad_usage ("rollback ", "%s", err.msg);
   else if (d.scratch)
     r = bad_usage ("rollback ", "--disk %s: scratch= is not used by "
                    "rollback", spec);
@@ -263,16 +261,15 @@ ask_server (const struct rollback *rb, size_t i, json_object **bitmaps)
 {
   const char *name = rb->st.jobs[i].d->name;
   json_object *ret = NULL, *v;
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int r;
 
   r = control_call (rb->disks[i].control, control_request ("query", NULL),
-                    &ret, &error);
+                    &ret, &err);
   if (r != 0) {
     if (r == 1)
       bm_error ("rollback: disk %s: %s: query: %s", name,
-                rb->disks[i].control, error);
-    free (error);
+                rb->disks[i].control, err.msg);
     return -1;
   }
   if ((json_object_object_get_ex (ret, "backup", &v) && v) ||
@@ -315,40 +312,36 @@ untracked (json_object *bitmaps, const char *name)
 }
 
 /* The chunks where the checksums of point base differ from POINT's:
- * 0, or 1 with *why when they cannot be compared.
+ * 0, or 1 when they cannot be compared, why offered to why
+ * (bmerr_first).
  */
 static int
 diff_sums (const struct rollback *rb, const struct repo_point *base,
-           struct restore_job *j, char **why)
+           struct restore_job *j, struct bmerr *why)
 {
   const struct repo_disk *nd = repo_point_disk (base, j->d->name);
   struct sums *ns = NULL;
-  char *path = NULL, *error = NULL;
+  struct bmerr err = { 0 };
+  char *path = NULL;
   uint64_t i;
   int r = 1;
 
-  free (*why);
-  *why = NULL;
   if (nd == NULL) {
-    if (asprintf (why, "point %s has no disk %s", base->name,
-                  j->d->name) == -1)
-      *why = NULL;
+    bmerr_first (why, ENOENT, "point %s has no disk %s", base->name,
+                 j->d->name);
     return 1;
   }
   if ((path = repo_path (&rb->st.repo, nd->sums)) == NULL ||
-      sums_read (path, &ns, &error) == -1) {
-    if (asprintf (why, "the checksums of point %s: %s", base->name,
-                  error ? error : strerror (ENOMEM)) == -1)
-      *why = NULL;
-  }
+      sums_load (path, &ns, &err) == -1)
+    bmerr_first (why, err.errnum, "the checksums of point %s: %s",
+                 base->name,
+                 bmerr_failed (&err) ? err.msg : strerror (ENOMEM));
   else if (ns->disk_size != j->sums->disk_size ||
            ns->chunk != j->sums->chunk ||
-           strcmp (ns->checkpoint, base->name) != 0) {
-    if (asprintf (why, "the checksums of point %s (%s) do not describe "
-                  "the disk in the chunks of point %s", base->name,
-                  path, rb->st.point.name) == -1)
-      *why = NULL;
-  }
+           strcmp (ns->checkpoint, base->name) != 0)
+    bmerr_first (why, EINVAL, "the checksums of point %s (%s) do not "
+                 "describe the disk in the chunks of point %s", base->name,
+                 path, rb->st.point.name);
   else {
     for (i = 0; i < ns->n; ++i)
       j->only[i] |= memcmp (ns->digests + i * SUMS_DIGEST,
@@ -358,43 +351,33 @@ diff_sums (const struct rollback *rb, const struct repo_point *base,
   }
   sums_free (ns);
   free (path);
-  free (error);
   return r;
 }
 
 /* The point whose bitmap disk i has, consistent and recording, the
  * newest such one, whose checksums can be compared with POINT's (the
  * chunks that differ set in only): what changed since it is what the
- * bitmap has dirty.  NULL with *why (about the newest point) if none.
+ * bitmap has dirty.  NULL with why (about the newest point: the first
+ * reason is kept) if none.
  */
 static const struct repo_point *
 choose_base (const struct rollback *rb, size_t i, json_object *bitmaps,
-             char **why)
+             struct bmerr *why)
 {
   struct restore_job *j = &rb->st.jobs[i];
-  char *whynot = NULL;
   const char *state;
   size_t k;
 
   for (k = rb->points.n; k-- > 0;) {
     const struct repo_point *p = &rb->points.p[k];
     if ((state = untracked (bitmaps, p->name)) != NULL) {
-      if (*why == NULL &&
-          asprintf (why, strcmp (state, "is missing") == 0
-                    ? "the disk has no bitmap %s"
-                    : "bitmap %s %s", p->name, state) == -1)
-        *why = NULL;
+      bmerr_first (why, ENOENT, strcmp (state, "is missing") == 0
+                   ? "the disk has no bitmap %s" : "bitmap %s %s",
+                   p->name, state);
       continue;
     }
-    if (diff_sums (rb, p, j, &whynot) == 0) {
-      free (whynot);
+    if (diff_sums (rb, p, j, why) == 0)
       return p;
-    }
-    if (*why == NULL)
-      *why = whynot;
-    else
-      free (whynot);
-    whynot = NULL;
   }
   return NULL;
 }
@@ -409,6 +392,7 @@ bitmap_chunks (const struct rollback *rb, size_t i,
   struct restore_job *j = &rb->st.jobs[i];
   const char *ctl = rb->disks[i].control;
   json_object *args = json_object_new_object (), *ret = NULL;
+  struct bmerr err = { 0 };
   char *error = NULL, *uri = NULL;
   int fd, r;
 
@@ -428,18 +412,20 @@ bitmap_chunks (const struct rollback *rb, size_t i,
   if (r == 0) {
     if ((uri = endpoint_with_export (rb->disks[i].source,
                                      ROLLBACK_VIEW)) == NULL)
-      error = strdup (strerror (ENOMEM));
-    else if (copy_dirty_chunks (uri, j->d->size, j->sums->chunk, j->only,
-                                &error) == -1)
+      bmerr_set (&err, ENOMEM, "%s", strerror (ENOMEM));
+    else
+      copy_dirty_chunks (uri, j->d->size, j->sums->chunk, j->only, &err);
+    if (bmerr_failed (&err))
       r = -1;
   }
-  if (r == 1 || (r == -1 && error))
+  if (r == 1 || bmerr_failed (&err))
     bm_error ("rollback: disk %s: cannot read what bitmap %s recorded: %s",
-              j->d->name, base->name, error ? error : "out of memory");
+              j->d->name, base->name,
+              r == 1 ? (error ? error : "out of memory") : err.msg);
   /* Ended before anything is written (closing the connection would
    * end it too: end-on-disconnect).
    */
-  if (r != -1 || error) {
+  if (r != -1 || bmerr_failed (&err)) {
     args = json_object_new_object ();
     json_object_object_add (args, "name",
                             json_object_new_string (ROLLBACK_VIEW));
@@ -468,7 +454,7 @@ hash_chunks (const struct rollback *rb, size_t i)
   int r = -1;
 
   if (digests == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   if (image_hash (j->target, IMAGE_RAW, j->sums, j->sums->chunk,
@@ -498,7 +484,7 @@ plan_one (struct rollback *rb, size_t i)
   int r;
 
   if ((j->only = calloc (j->sums->n, 1)) == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   if (ask_server (rb, i, &bitmaps) == -1)
@@ -506,8 +492,7 @@ plan_one (struct rollback *rb, size_t i)
   base = choose_base (rb, i, bitmaps, &j->lost);
   json_object_put (bitmaps);
   if (base) {
-    free (j->lost);
-    j->lost = NULL;
+    bmerr_clear (&j->lost);
     j->tracking = "bitmap";
     j->tracking_base = base->name;
     r = bitmap_chunks (rb, i, base);
@@ -516,7 +501,8 @@ plan_one (struct rollback *rb, size_t i)
     j->tracking = "checksums";
     bm_error ("rollback: disk %s: tracking lost (%s): reading the whole "
               "disk to compare it with the checksums of point %s",
-              j->d->name, j->lost ? j->lost : "out of memory",
+              j->d->name,
+              bmerr_failed (&j->lost) ? j->lost.msg : "out of memory",
               rb->st.point.name);
     r = hash_chunks (rb, i);
   }
@@ -559,7 +545,7 @@ int
 do_rollback (int argc, char *argv[])
 {
   struct rollback rb = { .st = RESTORE_INIT ("rollback") };
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int status;
   size_t i, done = 0;
   bool ok = false;
@@ -571,9 +557,8 @@ do_rollback (int argc, char *argv[])
   rb.st.refuse_bad = true;
   if (restore_check_all (&rb.st) == -1)
     goto out;
-  if (copy_signals_catch (&error) == -1) {
-    bm_error ("rollback: %s", error);
-    free (error);
+  if (copy_signals_trap (&err) == -1) {
+    bm_error ("rollback: %s", err.msg);
     goto out;
   }
   for (i = 0; i < rb.n && !copy_interrupted (); ++i)

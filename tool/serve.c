@@ -190,7 +190,7 @@ serve_point (const char *spec, const char *disk, const char *path)
   int fd = -1, ret = -1;
 
   if (repo_parse_spec (spec, &dir, &point) == -1) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   if (repo_open (dir, false, &r, &err) == -1 ||
@@ -201,7 +201,7 @@ serve_point (const char *spec, const char *disk, const char *path)
   else if ((image = repo_path (&r, d->image)) == NULL ||
            asprintf (&what, "point %s of disk %s (%s)", p.name, d->name,
                      image) == -1)
-    perror (prog);
+    bm_error ("%m");
   else if (access (image, F_OK) == -1)
     bm_error ("serve: point %s, disk %s: %s: %s", p.name, d->name, image,
               strerror (errno));
@@ -232,7 +232,7 @@ do_serve (int argc, char *argv[])
     { NULL }
   };
   const char *disk = NULL, *path = NULL;
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int opt, r;
 
   while ((opt = getopt_long (argc, argv, "h", long_options, NULL)) != -1) {
@@ -247,9 +247,8 @@ do_serve (int argc, char *argv[])
     return bad_usage ("serve ", "expecting DIR[@POINT]");
   if (path == NULL)
     return bad_usage ("serve ", "--socket PATH is required");
-  if (copy_signals_catch (&error) == -1) {
-    bm_error ("serve: %s", error);
-    free (error);
+  if (copy_signals_trap (&err) == -1) {
+    bm_error ("serve: %s", err.msg);
     return EXIT_FAILURE;
   }
   r = serve_point (argv[optind], disk, path);

@@ -120,11 +120,11 @@ sums_free (struct sums *s)
   free (s);
 }
 
+/* "PATH: WHAT" in err (errnum, or EINVAL where no errno says it). */
 static int
-fail (char **error, const char *path, const char *what)
+fail (struct bmerr *err, int errnum, const char *path, const char *what)
 {
-  if (asprintf (error, "%s: %s", path, what) == -1)
-    *error = NULL;
+  bmerr_set (err, errnum, "%s: %s", path, what);
   return -1;
 }
 
@@ -158,31 +158,33 @@ decode_target (const uint8_t *h, struct sums_target *t)
 /* Check and decode the header at h into a new set without digests. */
 static int
 decode_header (const char *path, uint8_t *h, uint64_t file_size,
-               struct sums **out, char **error)
+               struct sums **out, struct bmerr *err)
 {
   struct sums *s;
   uint64_t size, chunk, n;
   uint32_t stored, version;
 
   if (memcmp (h, magic, sizeof magic) != 0)
-    return fail (error, path, "not a dirtybitmap checksum file");
+    return fail (err, EINVAL, path, "not a dirtybitmap checksum file");
   stored = get32 (h + 60);
   put32 (h + 60, 0);
   if (stored != crc32c (h, SUMS_HEADER_SIZE))
-    return fail (error, path, "its header is damaged (bad checksum)");
+    return fail (err, EINVAL, path, "its header is damaged (bad checksum)");
   size = get64 (h + 16);
   chunk = get64 (h + 24);
   n = get64 (h + 32);
   version = get32 (h + 8);
   if ((version != 1 && version != 2) ||
       get32 (h + 12) != SUMS_HEADER_SIZE || get32 (h + 40) != 1)
-    return fail (error, path, "a version or hash this program does not know");
+    return fail (err, EINVAL, path,
+                 "a version or hash this program does not know");
   if (chunk < 512 || chunk > SUMS_MAX_CHUNK || (chunk & (chunk - 1)) ||
       n != (size + chunk - 1) / chunk ||
       file_size != SUMS_HEADER_SIZE + n * SUMS_DIGEST)
-    return fail (error, path, "its sizes do not agree (truncated or damaged)");
+    return fail (err, EINVAL, path,
+                 "its sizes do not agree (truncated or damaged)");
   if ((s = calloc (1, sizeof *s)) == NULL)
-    return fail (error, path, strerror (ENOMEM));
+    return fail (err, ENOMEM, path, strerror (ENOMEM));
   s->disk_size = size;
   s->chunk = chunk;
   s->n = n;
@@ -192,7 +194,7 @@ decode_header (const char *path, uint8_t *h, uint64_t file_size,
       (version == 2 && decode_target (h, &s->target) == -1) ||
       (version == 1 && (s->target.name = strdup ("")) == NULL)) {
     sums_free (s);
-    return fail (error, path, "its header is damaged (names)");
+    return fail (err, EINVAL, path, "its header is damaged (names)");
   }
   *out = s;
   return 0;
@@ -200,26 +202,27 @@ decode_header (const char *path, uint8_t *h, uint64_t file_size,
 
 static int
 read_digests (int fd, const char *path, const uint8_t *h, struct sums *s,
-              char **error)
+              struct bmerr *err)
 {
   size_t done, len = s->n * SUMS_DIGEST;
   ssize_t got;
 
   if ((s->digests = malloc (len ? len : 1)) == NULL)
-    return fail (error, path, strerror (ENOMEM));
+    return fail (err, ENOMEM, path, strerror (ENOMEM));
   for (done = 0; done < len; done += got) {
     got = pread (fd, s->digests + done, len - done, SUMS_HEADER_SIZE + done);
     if (got <= 0)
-      return fail (error, path, got == 0 ? "truncated" : strerror (errno));
+      return fail (err, got == 0 ? EIO : errno, path,
+                   got == 0 ? "truncated" : strerror (errno));
   }
   if (crc32c (s->digests, len) != get32 (h + 44))
-    return fail (error, path, "its checksums are damaged (bad CRC)");
+    return fail (err, EINVAL, path, "its checksums are damaged (bad CRC)");
   return 0;
 }
 
 static int
 read_set (const char *path, bool header_only, struct sums **out,
-          char **error)
+          struct bmerr *err)
 {
   uint8_t h[SUMS_HEADER_SIZE];
   struct sums *s = NULL;
@@ -227,20 +230,20 @@ read_set (const char *path, bool header_only, struct sums **out,
   int fd, r = -1;
 
   *out = NULL;
-  *error = NULL;
+  bmerr_clear (err);
   /* O_NONBLOCK: a FIFO must not hang the command. */
   fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd == -1)
-    return fail (error, path, strerror (errno));
+    return fail (err, errno, path, strerror (errno));
   if (fstat (fd, &st) == -1)
-    fail (error, path, strerror (errno));
+    fail (err, errno, path, strerror (errno));
   else if (!S_ISREG (st.st_mode))
-    fail (error, path, "not a regular file");
+    fail (err, EINVAL, path, "not a regular file");
   else if (st.st_size < SUMS_HEADER_SIZE ||
            pread (fd, h, sizeof h, 0) != sizeof h)
-    fail (error, path, "too short for a checksum file (truncated?)");
-  else if (decode_header (path, h, st.st_size, &s, error) == 0 &&
-           (header_only || read_digests (fd, path, h, s, error) == 0)) {
+    fail (err, EINVAL, path, "too short for a checksum file (truncated?)");
+  else if (decode_header (path, h, st.st_size, &s, err) == 0 &&
+           (header_only || read_digests (fd, path, h, s, err) == 0)) {
     *out = s;
     s = NULL;
     r = 0;
@@ -251,15 +254,26 @@ read_set (const char *path, bool header_only, struct sums **out,
 }
 
 int
-sums_read (const char *path, struct sums **out, char **error)
+sums_load (const char *path, struct sums **out, struct bmerr *err)
 {
-  return read_set (path, false, out, error);
+  return read_set (path, false, out, err);
 }
 
 int
-sums_read_header (const char *path, struct sums **out, char **error)
+sums_load_header (const char *path, struct sums **out, struct bmerr *err)
 {
-  return read_set (path, true, out, error);
+  return read_set (path, true, out, err);
+}
+
+int
+sums_read (const char *path, struct sums **out, char **error)
+{
+  struct bmerr err = { 0 };
+
+  if (read_set (path, false, out, &err) == 0)
+    return 0;
+  *error = strdup (err.msg);
+  return -1;
 }
 
 static int
@@ -322,27 +336,27 @@ sync_dir_of (const char *path)
 }
 
 int
-sums_stage (const char *path, const struct sums *s, char **error)
+sums_stage (const char *path, const struct sums *s, struct bmerr *err)
 {
   uint8_t h[SUMS_HEADER_SIZE];
   char *tmp = NULL;
   int fd, r = -1;
 
-  *error = NULL;
+  bmerr_clear (err);
   if (strlen (s->checkpoint) > SUMS_MAX_CHECKPOINT ||
       strlen (s->source) > SUMS_MAX_SOURCE ||
       strlen (s->target.name) > SUMS_MAX_TARGET)
-    return fail (error, path, "the checkpoint, source or target name is "
-                 "too long");
+    return fail (err, EINVAL, path, "the checkpoint, source or target name "
+                 "is too long");
   encode_header (s, h);
   if (asprintf (&tmp, "%s.tmp", path) == -1)
-    return fail (error, path, strerror (ENOMEM));
+    return fail (err, ENOMEM, path, strerror (ENOMEM));
   fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
              0644);
   if (fd == -1 || write_all (fd, h, sizeof h) == -1 ||
       write_all (fd, s->digests, s->n * SUMS_DIGEST) == -1 ||
       fdatasync (fd) == -1 || close (fd) == -1) {
-    fail (error, tmp, strerror (errno));
+    fail (err, errno, tmp, strerror (errno));
     if (fd >= 0)
       unlink (tmp);
   }
@@ -353,16 +367,16 @@ sums_stage (const char *path, const struct sums *s, char **error)
 }
 
 int
-sums_publish (const char *path, char **error)
+sums_publish (const char *path, struct bmerr *err)
 {
   char *tmp = NULL;
   int r = 0;
 
-  *error = NULL;
+  bmerr_clear (err);
   if (asprintf (&tmp, "%s.tmp", path) == -1)
-    return fail (error, path, strerror (ENOMEM));
+    return fail (err, ENOMEM, path, strerror (ENOMEM));
   if (rename (tmp, path) == -1) {
-    r = fail (error, path, strerror (errno));
+    r = fail (err, errno, path, strerror (errno));
     unlink (tmp);
   }
   else
@@ -372,11 +386,11 @@ sums_publish (const char *path, char **error)
 }
 
 int
-sums_write (const char *path, const struct sums *s, char **error)
+sums_write (const char *path, const struct sums *s, struct bmerr *err)
 {
-  if (sums_stage (path, s, error) == -1)
+  if (sums_stage (path, s, err) == -1)
     return -1;
-  return sums_publish (path, error);
+  return sums_publish (path, err);
 }
 
 /* How a set records its target: a file's canonical path (copy/

@@ -50,6 +50,8 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#include "error.h"
+
 #define SUMS_HEADER_SIZE 4096
 #define SUMS_DIGEST 16
 #define SUMS_MIN_CHUNK (64 * 1024)
@@ -91,25 +93,31 @@ extern struct sums *sums_new (uint64_t disk_size, uint64_t chunk,
  */
 extern void sums_copy_digests (struct sums *to, const struct sums *from);
 
-/* Read path: 0 and *out, or -1 with *error (malloced) saying what is
- * wrong with it (missing, not a regular file, torn, damaged, ...).
- * sums_read_header reads and checks the header only (out->digests is
+/* Read path: 0 and *out, or -1 with err saying what is wrong with it
+ * (missing, not a regular file, torn, damaged, ...).
+ * sums_load_header reads and checks the header only (out->digests is
  * NULL): enough to know what a set describes.
  */
+extern int sums_load (const char *path, struct sums **out,
+                      struct bmerr *err);
+extern int sums_load_header (const char *path, struct sums **out,
+                             struct bmerr *err);
+/* sums_load with the error a malloced string in *error (NULL: out of
+ * memory): for the callers that do not carry a struct bmerr yet
+ * (repo-verify.c).
+ */
 extern int sums_read (const char *path, struct sums **out, char **error);
-extern int sums_read_header (const char *path, struct sums **out,
-                             char **error);
 
 /* Write s to path atomically (path.tmp, synced, renamed, the
- * directory synced): 0, or -1 with *error.  The same in two steps:
+ * directory synced): 0, or -1 with err.  The same in two steps:
  * sums_stage writes and syncs path.tmp, sums_publish renames it into
  * place and syncs the directory.
  */
 extern int sums_write (const char *path, const struct sums *s,
-                       char **error);
+                       struct bmerr *err);
 extern int sums_stage (const char *path, const struct sums *s,
-                       char **error);
-extern int sums_publish (const char *path, char **error);
+                       struct bmerr *err);
+extern int sums_publish (const char *path, struct bmerr *err);
 
 /* Record in s the target it was made for: a file's absolute path (or
  * an NBD URI) and format, and, when held (the target holds exactly

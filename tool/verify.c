@@ -169,7 +169,7 @@ do_verify (int argc, char *argv[])
   struct sums *s = NULL;
   uint8_t *digests = NULL;
   const char *image, *sums_path, *format = NULL;
-  char *error;
+  struct bmerr err = { 0 };
   int opt, json = 0, status = EXIT_FAILURE;
   bool progress = false, resume = false;
 
@@ -208,9 +208,8 @@ do_verify (int argc, char *argv[])
   if (fmt != IMAGE_RAW && is_nbd_uri (image))
     return bad_usage ("verify ", "-f %s: %s is an NBD URI, which is read as "
                       "the server presents it (raw)", format, image);
-  if (sums_read (sums_path, &s, &error) == -1) {
-    bm_error ("verify: %s", error ? error : strerror (ENOMEM));
-    free (error);
+  if (sums_load (sums_path, &s, &err) == -1) {
+    bm_error ("verify: %s", err.msg);
     return EXIT_FAILURE;
   }
   if (format == NULL)

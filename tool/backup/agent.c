@@ -36,10 +36,10 @@
 #include "util.h"
 
 /* Wait until fd is ready for events, by deadline (or a signal, with
- * wake): 0, or AGENT_SILENT or AGENT_GONE with *error.
+ * wake): 0, or AGENT_SILENT or AGENT_GONE with err.
  */
 static int
-wait_fd (int fd, short events, double deadline, bool wake, char **error)
+wait_fd (int fd, short events, double deadline, bool wake, struct bmerr *err)
 {
   struct pollfd p[2] = {
     { .fd = fd, .events = events },
@@ -50,37 +50,37 @@ wait_fd (int fd, short events, double deadline, bool wake, char **error)
   for (;;) {
     ms = (deadline - clock_seconds (CLOCK_MONOTONIC)) * 1000;
     if (ms <= 0) {
-      *error = strdup ("no answer in time");
+      bmerr_set (err, ETIMEDOUT, "no answer in time");
       return AGENT_SILENT;
     }
     r = poll (p, 2, ms);
     if (r > 0 && (p[1].revents & POLLIN)) {
-      *error = strdup ("interrupted");
+      bmerr_set (err, EINTR, "interrupted");
       return AGENT_SILENT;
     }
     if (r > 0)
       return 0;
     if (r == -1 && errno != EINTR) {
-      *error = strdup (strerror (errno));
+      bmerr_set (err, errno, "%s", strerror (errno));
       return AGENT_GONE;
     }
   }
 }
 
-/* Send len bytes: 0, or an agent_result with *error. */
+/* Send len bytes: 0, or an agent_result with err. */
 static int
 send_all (int fd, const char *buf, size_t len, double deadline, bool wake,
-          char **error)
+          struct bmerr *err)
 {
   int r;
 
   while (len > 0) {
     ssize_t w;
-    if ((r = wait_fd (fd, POLLOUT, deadline, wake, error)) != 0)
+    if ((r = wait_fd (fd, POLLOUT, deadline, wake, err)) != 0)
       return r;
     w = send (fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w == -1 && errno != EAGAIN && errno != EINTR) {
-      *error = strdup (strerror (errno));
+      bmerr_set (err, errno, "%s", strerror (errno));
       return AGENT_GONE;
     }
     if (w > 0) {
@@ -91,49 +91,49 @@ send_all (int fd, const char *buf, size_t len, double deadline, bool wake,
   return 0;
 }
 
-/* One byte: 0, or an agent_result with *error. */
+/* One byte: 0, or an agent_result with err. */
 static int
 recv_byte (int fd, double deadline, bool wake, unsigned char *c,
-           char **error)
+           struct bmerr *err)
 {
   int r;
 
   for (;;) {
     ssize_t got;
-    if ((r = wait_fd (fd, POLLIN, deadline, wake, error)) != 0)
+    if ((r = wait_fd (fd, POLLIN, deadline, wake, err)) != 0)
       return r;
     got = recv (fd, c, 1, MSG_DONTWAIT);
     if (got == 1)
       return 0;
     if (got == 0) {
-      *error = strdup ("the agent's channel closed");
+      bmerr_set (err, ECONNRESET, "the agent's channel closed");
       return AGENT_GONE;
     }
     if (errno != EAGAIN && errno != EINTR) {
-      *error = strdup (strerror (errno));
+      bmerr_set (err, errno, "%s", strerror (errno));
       return AGENT_GONE;
     }
   }
 }
 
 /* The next JSON object on the channel (a 0xFF on the way starts it
- * again): 0, or an agent_result with *error.
+ * again): 0, or an agent_result with err.
  */
 static int
 recv_object (int fd, double deadline, bool wake, json_object **obj,
-             char **error)
+             struct bmerr *err)
 {
   json_tokener *tok = json_tokener_new ();
   unsigned char c;
   int r;
 
   if (tok == NULL) {
-    *error = strdup (strerror (ENOMEM));
+    bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
     return AGENT_GONE;
   }
   for (;;) {
     enum json_tokener_error e;
-    if ((r = recv_byte (fd, deadline, wake, &c, error)) != 0)
+    if ((r = recv_byte (fd, deadline, wake, &c, err)) != 0)
       break;
     if (c == 0xFF) {
       json_tokener_reset (tok);
@@ -161,15 +161,15 @@ recv_object (int fd, double deadline, bool wake, json_object **obj,
 
 static int
 send_request (int fd, json_object *req, double deadline, bool wake,
-              char **error)
+              struct bmerr *err)
 {
   const char *s = json_object_to_json_string_ext (req,
                                                   JSON_C_TO_STRING_PLAIN);
   int r;
 
-  r = send_all (fd, s, strlen (s), deadline, wake, error);
+  r = send_all (fd, s, strlen (s), deadline, wake, err);
   if (r == 0)
-    r = send_all (fd, "\n", 1, deadline, wake, error);
+    r = send_all (fd, "\n", 1, deadline, wake, err);
   json_object_put (req);
   return r;
 }
@@ -196,14 +196,14 @@ sync_id (void)
 
 int
 agent_open (const char *path, double deadline, bool wake, int *fdp,
-            char **error)
+            struct bmerr *err)
 {
   struct sockaddr_un sun = { .sun_family = AF_UNIX };
   int fd;
 
-  *error = NULL;
+  bmerr_clear (err);
   if (strlen (path) >= sizeof sun.sun_path) {
-    *error = strdup ("path too long");
+    bmerr_set (err, ENAMETOOLONG, "path too long");
     return -1;
   }
   memcpy (sun.sun_path, path, strlen (path));
@@ -211,19 +211,18 @@ agent_open (const char *path, double deadline, bool wake, int *fdp,
   if (fd == -1 ||
       (connect (fd, (struct sockaddr *) &sun, sizeof sun) == -1 &&
        errno != EINPROGRESS)) {
-    if (asprintf (error, "cannot connect: %s", strerror (errno)) == -1)
-      *error = NULL;
+    bmerr_set (err, errno, "cannot connect: %s", strerror (errno));
     goto err;
   }
-  if (wait_fd (fd, POLLOUT, deadline, wake, error) != 0 ||
-      send_all (fd, "\xff", 1, deadline, wake, error) != 0)
+  if (wait_fd (fd, POLLOUT, deadline, wake, err) != 0 ||
+      send_all (fd, "\xff", 1, deadline, wake, err) != 0)
     goto err;
   *fdp = fd;
   return 0;
 
  err:
-  if (*error == NULL)
-    *error = strdup (strerror (errno));
+  if (!bmerr_failed (err))
+    bmerr_set (err, errno, "%s", strerror (errno));
   if (fd >= 0)
     close (fd);
   return -1;
@@ -231,27 +230,27 @@ agent_open (const char *path, double deadline, bool wake, int *fdp,
 
 int
 agent_connect (const char *path, double deadline, bool wake, int *fdp,
-               char **error)
+               struct bmerr *err)
 {
   const int64_t id = sync_id ();
   json_object *args, *reply, *v;
   int fd;
 
-  if (agent_open (path, deadline, wake, &fd, error) == -1)
+  if (agent_open (path, deadline, wake, &fd, err) == -1)
     return -1;
   args = json_object_new_object ();
   json_object_object_add (args, "id", json_object_new_int64 (id));
   if (send_request (fd, request ("guest-sync-delimited", args), deadline,
-                    wake, error) != 0)
+                    wake, err) != 0)
     goto err;
   /* Skip what came before the agent's 0xFF, and stale replies. */
   for (;;) {
     unsigned char c;
     do {
-      if (recv_byte (fd, deadline, wake, &c, error) != 0)
+      if (recv_byte (fd, deadline, wake, &c, err) != 0)
         goto err;
     } while (c != 0xFF);
-    if (recv_object (fd, deadline, wake, &reply, error) != 0)
+    if (recv_object (fd, deadline, wake, &reply, err) != 0)
       goto err;
     if (json_object_object_get_ex (reply, "return", &v) &&
         json_object_get_int64 (v) == id) {
@@ -264,15 +263,15 @@ agent_connect (const char *path, double deadline, bool wake, int *fdp,
   return 0;
 
  err:
-  if (*error == NULL)
-    *error = strdup (strerror (errno));
+  if (!bmerr_failed (err))
+    bmerr_set (err, errno, "%s", strerror (errno));
   close (fd);
   return -1;
 }
 
 /* What reply says: its return value in *ret, or its error. */
 static int
-reply_value (json_object *reply, json_object **ret, char **error)
+reply_value (json_object *reply, json_object **ret, struct bmerr *err)
 {
   json_object *v, *e;
 
@@ -282,26 +281,26 @@ reply_value (json_object *reply, json_object **ret, char **error)
   }
   if (json_object_object_get_ex (reply, "error", &e) &&
       json_object_object_get_ex (e, "desc", &v))
-    *error = strdup (json_object_get_string (v));
+    bmerr_set (err, EIO, "%s", json_object_get_string (v));
   else
-    *error = strdup (json_object_to_json_string (reply));
+    bmerr_set (err, EIO, "%s", json_object_to_json_string (reply));
   return AGENT_REFUSED;
 }
 
 int
 agent_execute (int fd, const char *command, double deadline, bool wake,
-               json_object **ret, char **error)
+               json_object **ret, struct bmerr *err)
 {
   json_object *reply;
   int r;
 
   *ret = NULL;
-  *error = NULL;
+  bmerr_clear (err);
   if ((r = send_request (fd, request (command, NULL), deadline, wake,
-                         error)) != 0 ||
-      (r = recv_object (fd, deadline, wake, &reply, error)) != 0)
+                         err)) != 0 ||
+      (r = recv_object (fd, deadline, wake, &reply, err)) != 0)
     return r;
-  r = reply_value (reply, ret, error);
+  r = reply_value (reply, ret, err);
   json_object_put (reply);
   return r;
 }
@@ -309,39 +308,39 @@ agent_execute (int fd, const char *command, double deadline, bool wake,
 int
 agent_execute_after (int fd, const char *command, double deadline,
                      bool wake, json_object **ret, bool *sent,
-                     char **error)
+                     struct bmerr *err)
 {
   const int64_t id = sync_id ();
   json_object *args, *reply, *last = NULL, *v;
   int r;
 
   *ret = NULL;
-  *error = NULL;
+  bmerr_clear (err);
   *sent = false;
   if ((r = send_request (fd, request (command, NULL), deadline, wake,
-                         error)) != 0)
+                         err)) != 0)
     return r;
   *sent = true;
   args = json_object_new_object ();
   json_object_object_add (args, "id", json_object_new_int64 (id));
   if ((r = send_request (fd, request ("guest-sync", args), deadline, wake,
-                         error)) != 0)
+                         err)) != 0)
     return r;
   /* The replies owed to earlier requests come first, then command's,
    * then the sync's.
    */
-  while ((r = recv_object (fd, deadline, wake, &reply, error)) == 0) {
+  while ((r = recv_object (fd, deadline, wake, &reply, err)) == 0) {
     if (json_object_object_get_ex (reply, "return", &v) &&
         json_object_is_type (v, json_type_int) &&
         json_object_get_int64 (v) == id) {
       json_object_put (reply);
       if (last == NULL) {
-        *error = strdup ("its reply was not seen (the guest-sync sent "
-                         "after it was answered)");
+        bmerr_set (err, EIO, "its reply was not seen (the guest-sync sent "
+                   "after it was answered)");
         r = AGENT_REFUSED;
       }
       else
-        r = reply_value (last, ret, error);
+        r = reply_value (last, ret, err);
       break;
     }
     json_object_put (last);

@@ -135,7 +135,8 @@ each_set (const char *dir,
 {
   struct dirent *e;
   struct sums *x;
-  char *path, *error;
+  struct bmerr err = { 0 };
+  char *path;
   size_t len;
   DIR *dp;
 
@@ -147,10 +148,9 @@ each_set (const char *dir,
     if (len <= 5 || strcmp (e->d_name + len - 5, ".sums") != 0 ||
         asprintf (&path, "%s/%s", dir, e->d_name) == -1)
       continue;
-    if (sums_read_header (path, &x, &error) == 0)
+    if (sums_load_header (path, &x, &err) == 0)
       *sum += fn (path, e->d_name, x, opaque);
     sums_free (x);
-    free (error);
     free (path);
   }
   closedir (dp);
@@ -180,11 +180,11 @@ search_one (const char *path, const char *name, const struct sums *x,
 
 /* The one set in dir at B that describes d, under any name (the
  * previous backup went to a target of another name): its path, or
- * NULL with *why.
+ * NULL with why (left as it is when there is none).
  */
 static char *
 search_dir (const struct set *s, const struct disk *d, const char *dir,
-            char **why)
+            struct bmerr *why)
 {
   struct search k = { .s = s, .d = d };
   int n;
@@ -194,11 +194,8 @@ search_dir (const struct set *s, const struct disk *d, const char *dir,
     return NULL;
   }
   if (n > 1) {
-    free (*why);
-    if (asprintf (why, "%s: several sets of checksums at %s for this "
-                  "disk: name the disk (name=) to choose", dir,
-                  s->incremental) == -1)
-      *why = NULL;
+    bmerr_set (why, EEXIST, "%s: several sets of checksums at %s for this "
+               "disk: name the disk (name=) to choose", dir, s->incremental);
     free (k.found);
     return NULL;
   }
@@ -209,33 +206,31 @@ search_dir (const struct set *s, const struct disk *d, const char *dir,
  * under d's own name, or else the one such set in DIR.
  */
 static struct sums *
-previous (const struct set *s, struct disk *d, char **why)
+previous (const struct set *s, struct disk *d, struct bmerr *why)
 {
   struct sums *prev = NULL;
   char *dir = NULL, *other;
   char *path = sums_path (s, d, s->incremental, &dir);
 
-  *why = NULL;
+  bmerr_clear (why);
   if (path == NULL) {
-    *why = strdup ("no place for checksums (--sums-dir)");
+    bmerr_set (why, ENOENT, "no place for checksums (--sums-dir)");
     return NULL;
   }
   /* (In a repository, the set under d's name or none.) */
-  if (sums_read (path, &prev, why) == -1 && !s->points &&
+  if (sums_load (path, &prev, why) == -1 && !s->points &&
       (other = search_dir (s, d, dir, why)) != NULL) {
     free (path);
     path = other;
-    free (*why);
-    if (sums_read (path, &prev, why) == -1)
+    if (sums_load (path, &prev, why) == -1)
       prev = NULL;
   }
   free (dir);
   if (prev && !describes (s, d, prev)) {
-    if (asprintf (why, "%s: the checksums of another disk, checkpoint, "
-                  "size or chunk size (%s at %s, %" PRIu64 " bytes in "
-                  "chunks of %" PRIu64 ")", path, prev->source,
-                  prev->checkpoint, prev->disk_size, prev->chunk) == -1)
-      *why = NULL;
+    bmerr_set (why, EINVAL, "%s: the checksums of another disk, checkpoint, "
+               "size or chunk size (%s at %s, %" PRIu64 " bytes in "
+               "chunks of %" PRIu64 ")", path, prev->source,
+               prev->checkpoint, prev->disk_size, prev->chunk);
     sums_free (prev);
     prev = NULL;
   }
@@ -257,15 +252,14 @@ checksums_find (struct set *s, struct disk *d)
 
 /* Can d's target be read to compare with, where it is not known to
  * hold prev's image?  An NBD target is read by the copy; a file must
- * be there.  -1 with *why.
+ * be there.  -1 with why.
  */
 static int
-target_readable (const struct disk *d, char **why)
+target_readable (const struct disk *d, struct bmerr *why)
 {
   if (is_nbd_uri (d->target) || access (d->target, F_OK) == 0)
     return 0;
-  if (asprintf (why, "%s: %s", d->target, strerror (errno)) == -1)
-    *why = NULL;
+  bmerr_set (why, errno, "%s: %s", d->target, strerror (errno));
   return -1;
 }
 
@@ -276,18 +270,18 @@ static void
 say_resync (const struct set *s, const struct disk *d, bool base_there)
 {
   if (d->prev_holds)
-    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s: a resync (the "
-             "whole disk read, only what differs from %s written)\n",
-             prog, d->name, s->incremental,
-             base_there ? "is inconsistent" : "is missing",
-             d->prev_sums_path);
+    bm_error ("backup: disk %s: bitmap %s %s: a resync (the "
+              "whole disk read, only what differs from %s written)",
+              d->name, s->incremental,
+              base_there ? "is inconsistent" : "is missing",
+              d->prev_sums_path);
   else
-    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s: a resync (the "
-             "whole disk read, only what differs from what %s holds "
-             "written, as nothing shows that it holds the image of %s)\n",
-             prog, d->name, s->incremental,
-             base_there ? "is inconsistent" : "is missing", d->target,
-             d->prev_sums_path);
+    bm_error ("backup: disk %s: bitmap %s %s: a resync (the "
+              "whole disk read, only what differs from what %s holds "
+              "written, as nothing shows that it holds the image of %s)",
+              d->name, s->incremental,
+              base_there ? "is inconsistent" : "is missing", d->target,
+              d->prev_sums_path);
 }
 
 /* In a repository every point has its checksums: an incremental that
@@ -297,20 +291,21 @@ say_resync (const struct set *s, const struct disk *d, bool base_there)
 static bool
 needs_sums (const struct set *s, const struct disk *d)
 {
-  const char *why = d->prev_why ? d->prev_why : strerror (ENOMEM);
+  const char *why = bmerr_failed (&d->prev_why) ? d->prev_why.msg
+                    : strerror (ENOMEM);
 
   if (!s->sums_required)
     return false;
   if (d->prev == NULL)
-    fprintf (stderr, "%s: backup: disk %s: the checksums of point %s are "
-             "not usable (%s): a full copy, as every point of a repository "
-             "has its checksums\n", prog, d->name, s->incremental, why);
+    bm_error ("backup: disk %s: the checksums of point %s are "
+              "not usable (%s): a full copy, as every point of a repository "
+              "has its checksums", d->name, s->incremental, why);
   else if (d->prev->chunk > d->base_granularity)
-    fprintf (stderr, "%s: backup: disk %s: bitmap %s's granularity (%"
-             PRIu64 ") is smaller than a checksum chunk (%" PRIu64 "): a "
-             "full copy, as every point of a repository has its "
-             "checksums\n", prog, d->name, s->incremental,
-             d->base_granularity, d->prev->chunk);
+    bm_error ("backup: disk %s: bitmap %s's granularity (%"
+              PRIu64 ") is smaller than a checksum chunk (%" PRIu64 "): a "
+              "full copy, as every point of a repository has its "
+              "checksums", d->name, s->incremental,
+              d->base_granularity, d->prev->chunk);
   else
     return false;
   return true;
@@ -320,8 +315,9 @@ void
 checksums_plan (struct set *s, struct disk *d, bool base_there,
                 bool base_consistent)
 {
-  char *unread = NULL;
-  const char *why = d->prev_why ? d->prev_why : strerror (ENOMEM);
+  struct bmerr unread = { 0 };
+  const char *why = bmerr_failed (&d->prev_why) ? d->prev_why.msg
+                    : strerror (ENOMEM);
 
   d->mode = MODE_FULL;
   if (s->incremental == NULL)
@@ -335,22 +331,21 @@ checksums_plan (struct set *s, struct disk *d, bool base_there,
     d->mode = MODE_RESYNC;
   if (d->mode == MODE_RESYNC)
     say_resync (s, d, base_there);
-  else if (d->mode == MODE_FULL && unread)
-    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s, and the target "
-             "cannot be read to compare with %s (%s): a full copy\n",
-             prog, d->name, s->incremental,
-             base_there ? "is inconsistent" : "is missing",
-             d->prev_sums_path, unread);
+  else if (d->mode == MODE_FULL && bmerr_failed (&unread))
+    bm_error ("backup: disk %s: bitmap %s %s, and the target "
+              "cannot be read to compare with %s (%s): a full copy",
+              d->name, s->incremental,
+              base_there ? "is inconsistent" : "is missing",
+              d->prev_sums_path, unread.msg);
   else if (d->mode == MODE_FULL)
-    fprintf (stderr, "%s: backup: disk %s: bitmap %s %s and there are no "
-             "usable checksums of the previous backup (%s): a full copy\n",
-             prog, d->name, s->incremental,
-             base_there ? "is inconsistent" : "is missing", why);
+    bm_error ("backup: disk %s: bitmap %s %s and there are no "
+              "usable checksums of the previous backup (%s): a full copy",
+              d->name, s->incremental,
+              base_there ? "is inconsistent" : "is missing", why);
   else if (d->prev == NULL)
-    fprintf (stderr, "%s: backup: disk %s: no checksums will be written "
-             "for this backup: those of the previous one are not usable "
-             "(%s)\n", prog, d->name, why);
-  free (unread);
+    bm_error ("backup: disk %s: no checksums will be written "
+              "for this backup: those of the previous one are not usable "
+              "(%s)", d->name, why);
 }
 
 /* Whether set x goes before d's target is written: a set that says
@@ -469,10 +464,10 @@ checksums_prepare (struct set *s, struct disk *d)
     /* A chunk would take in clean granules, which an incremental view
      * does not hold: nothing to hash them from.
      */
-    fprintf (stderr, "%s: backup: disk %s: no checksums will be written "
-             "for this backup: bitmap %s's granularity (%" PRIu64 ") is "
-             "smaller than a checksum chunk (%" PRIu64 ")\n", prog,
-             d->name, s->incremental, d->base_granularity, d->prev->chunk);
+    bm_error ("backup: disk %s: no checksums will be written "
+              "for this backup: bitmap %s's granularity (%" PRIu64 ") is "
+              "smaller than a checksum chunk (%" PRIu64 ")",
+              d->name, s->incremental, d->base_granularity, d->prev->chunk);
   }
   else if ((d->mode != MODE_INCREMENTAL || d->prev) && new_set (s, d) == -1)
     return -1;
@@ -484,7 +479,7 @@ int
 checksums_write (struct set *s)
 {
   size_t i;
-  char *error;
+  struct bmerr err = { 0 };
 
   for (i = 0; i < s->n; ++i) {
     struct disk *d = &s->disks[i];
@@ -494,9 +489,8 @@ checksums_write (struct set *s)
       disk_fail (d, "checksums: %s", strerror (ENOMEM));
       return -1;
     }
-    if (sums_stage (d->sums_path, d->sums, &error) == -1) {
-      disk_fail (d, "checksums: %s", error ? error : strerror (ENOMEM));
-      free (error);
+    if (sums_stage (d->sums_path, d->sums, &err) == -1) {
+      disk_fail (d, "checksums: %s", err.msg);
       return -1;
     }
     d->sums_staged = true;
@@ -508,20 +502,19 @@ void
 checksums_publish (struct set *s)
 {
   size_t i;
-  char *error;
+  struct bmerr err = { 0 };
 
   for (i = 0; i < s->n; ++i) {
     struct disk *d = &s->disks[i];
     if (!d->sums_staged)
       continue;
-    if (sums_publish (d->sums_path, &error) == 0)
+    if (sums_publish (d->sums_path, &err) == 0)
       d->sums_written = true;
     else
-      fprintf (stderr, "%s: backup: disk %s: the backup is complete, but "
-               "its checksums could not be put in place (%s): the next "
-               "backup of this disk will have none to build on\n", prog,
-               d->name, error ? error : strerror (ENOMEM));
-    free (error);
+      bm_error ("backup: disk %s: the backup is complete, but "
+                "its checksums could not be put in place (%s): the next "
+                "backup of this disk will have none to build on",
+                d->name, err.msg);
   }
 }
 
@@ -548,7 +541,6 @@ checksums_free (struct disk *d)
   sums_free (d->sums);
   free (d->sums_path);
   free (d->prev_sums_path);
-  free (d->prev_why);
   free (d->force);
 }
 

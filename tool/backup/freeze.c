@@ -28,11 +28,11 @@
 /* Run command with sh -c in a process group of its own, its standard
  * output on our standard error (ours carries the summary), until it
  * exits or deadline passes (or a signal comes, with wake): then it is
- * killed.  0 if it exited with status 0, -1 with *error.
+ * killed.  0 if it exited with status 0, -1 with err.
  */
 static int
 run_command (const char *what, const char *command, double deadline,
-             bool wake, char **error)
+             bool wake, struct bmerr *err)
 {
   struct pollfd p[2];
   pid_t pid;
@@ -59,13 +59,13 @@ run_command (const char *what, const char *command, double deadline,
   for (;;) {
     ms = (deadline - clock_seconds (CLOCK_MONOTONIC)) * 1000;
     if (ms <= 0) {
-      r = asprintf (error, "%s did not end within --freeze-timeout: "
-                    "killed", what);
+      bmerr_set (err, ETIMEDOUT, "%s did not end within --freeze-timeout: "
+                 "killed", what);
       break;
     }
     r = poll (p, 2, pidfd >= 0 || ms < 10 ? ms : 10);
     if (r > 0 && (p[1].revents & POLLIN)) {
-      r = asprintf (error, "%s interrupted: killed", what);
+      bmerr_set (err, EINTR, "%s interrupted: killed", what);
       break;
     }
     if (r > 0 || (pidfd == -1 && waitpid (pid, &status, WNOHANG) == pid)) {
@@ -77,18 +77,14 @@ run_command (const char *what, const char *command, double deadline,
       if (WIFEXITED (status) && WEXITSTATUS (status) == 0)
         return 0;
       if (WIFEXITED (status))
-        r = asprintf (error, "%s failed: exit status %d", what,
-                      WEXITSTATUS (status));
+        bmerr_set (err, EIO, "%s failed: exit status %d", what,
+                   WEXITSTATUS (status));
       else
-        r = asprintf (error, "%s failed: killed by signal %d", what,
-                      WTERMSIG (status));
-      if (r == -1)
-        *error = NULL;
+        bmerr_set (err, EIO, "%s failed: killed by signal %d", what,
+                   WTERMSIG (status));
       return -1;
     }
   }
-  if (r == -1)
-    *error = NULL;
   kill (-pid, SIGKILL);
   waitpid (pid, NULL, 0);
   if (pidfd >= 0)
@@ -96,30 +92,23 @@ run_command (const char *what, const char *command, double deadline,
   return -1;
 
  errno_out:
-  if (asprintf (error, "%s: %s", what, strerror (errno)) == -1)
-    *error = NULL;
+  bmerr_set (err, errno, "%s: %s", what, strerror (errno));
   return -1;
 }
 
 static int
-agent_freeze (struct set *s, double deadline, char **error)
+agent_freeze (struct set *s, double deadline, struct bmerr *err)
 {
   json_object *ret;
-  char *e = NULL;
 
-  if (agent_connect (s->agent, deadline, true, &s->agent_fd, &e) == -1) {
-    if (asprintf (error, "--guest-agent %s: %s", s->agent, e) == -1)
-      *error = NULL;
-    free (e);
+  if (agent_connect (s->agent, deadline, true, &s->agent_fd, err) == -1) {
+    bmerr_prefix (err, "--guest-agent %s", s->agent);
     return -1;
   }
   s->freeze_sent = true;
   if (agent_execute (s->agent_fd, "guest-fsfreeze-freeze", deadline, true,
-                     &ret, &e) != AGENT_OK) {
-    if (asprintf (error, "--guest-agent %s: guest-fsfreeze-freeze: %s",
-                  s->agent, e) == -1)
-      *error = NULL;
-    free (e);
+                     &ret, err) != AGENT_OK) {
+    bmerr_prefix (err, "--guest-agent %s: guest-fsfreeze-freeze", s->agent);
     /* The connection stays, even out of step: the thaw goes on it,
      * behind the freeze (agent_thaw).
      */
@@ -139,16 +128,15 @@ agent_freeze (struct set *s, double deadline, char **error)
  * freeze is done, and a thaw never sent never runs.)
  */
 static int
-agent_thaw (struct set *s, double deadline, char **error)
+agent_thaw (struct set *s, double deadline, struct bmerr *err)
 {
   json_object *ret;
-  char *e = NULL;
+  struct bmerr e = { 0 };
   bool sent = false, sent_now;
   int r = AGENT_GONE, attempt;
 
   for (attempt = 0; attempt < 2 && r == AGENT_GONE; ++attempt) {
-    free (e);
-    e = NULL;
+    bmerr_clear (&e);
     if (s->agent_fd == -1 &&
         agent_open (s->agent, deadline, false, &s->agent_fd, &e) == -1)
       break;
@@ -165,14 +153,12 @@ agent_thaw (struct set *s, double deadline, char **error)
     json_object_put (ret);
     return 0;
   }
-  if (asprintf (error, "--guest-agent %s: guest-fsfreeze-thaw: %s%s",
-                s->agent, e ? e : strerror (ENOMEM),
-                r == AGENT_SILENT && sent
-                ? " (it was sent after the freeze: the agent runs it as "
-                "soon as it is done freezing; guest-fsfreeze-status "
-                "tells)" : "") == -1)
-    *error = NULL;
-  free (e);
+  bmerr_set (err, e.errnum, "--guest-agent %s: guest-fsfreeze-thaw: %s%s",
+             s->agent, e.msg,
+             r == AGENT_SILENT && sent
+             ? " (it was sent after the freeze: the agent runs it as "
+             "soon as it is done freezing; guest-fsfreeze-status "
+             "tells)" : "");
   return -1;
 }
 
@@ -180,24 +166,22 @@ int
 freeze_guest (struct set *s)
 {
   const double deadline = clock_seconds (CLOCK_MONOTONIC) + s->freeze_timeout;
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int r;
 
   s->freeze_start = clock_seconds (CLOCK_MONOTONIC);
   if (s->freeze == FREEZE_AGENT)
-    r = agent_freeze (s, deadline, &error);
+    r = agent_freeze (s, deadline, &err);
   else {
     s->freeze_sent = true;
     r = run_command ("--freeze-command", s->freeze_command, deadline, true,
-                     &error);
+                     &err);
   }
   if (r == -1) {
     if (copy_interrupted ())
       s->interrupted = true;
-    set_fail (s, "the guest could not be frozen: %s",
-              error ? error : strerror (ENOMEM));
+    set_fail (s, "the guest could not be frozen: %s", err.msg);
   }
-  free (error);
   return r;
 }
 
@@ -205,26 +189,24 @@ int
 thaw_guest (struct set *s)
 {
   const double deadline = clock_seconds (CLOCK_MONOTONIC) + s->freeze_timeout;
-  char *error = NULL;
+  struct bmerr err = { 0 };
   int r;
 
   if (!s->freeze_sent || s->thawed)
     return 0;
   if (s->freeze == FREEZE_AGENT)
-    r = agent_thaw (s, deadline, &error);
+    r = agent_thaw (s, deadline, &err);
   else
     r = run_command ("--thaw-command", s->thaw_command, deadline, false,
-                     &error);
+                     &err);
   if (r == 0) {
     s->thawed = true;
     s->frozen_ms = (clock_seconds (CLOCK_MONOTONIC) - s->freeze_start) * 1000;
   }
   else {
     /* Said at once: whatever else failed, this one the user must see. */
-    fprintf (stderr, "%s: backup: THE GUEST MAY STILL BE FROZEN: %s\n",
-             prog, error ? error : strerror (ENOMEM));
+    bm_error ("backup: THE GUEST MAY STILL BE FROZEN: %s", err.msg);
     set_fail (s, "the guest could not be thawed");
   }
-  free (error);
   return r;
 }

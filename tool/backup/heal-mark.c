@@ -89,14 +89,15 @@ write_marks (const char *path, const struct disk *d, uint64_t chunk,
   return r;
 }
 
-/* Ask d's server to merge the file at path into B: -1 with *why. */
+/* Ask d's server to merge the file at path into B: -1 with err. */
 static int
 merge_marks (const struct set *s, const struct disk *d, const char *path,
-             char **why)
+             struct bmerr *err)
 {
   json_object *action = json_object_new_object ();
   json_object *actions = json_object_new_array ();
   json_object *args = json_object_new_object (), *ret = NULL;
+  char *why = NULL;
   int r;
 
   json_object_object_add (action, "action", json_object_new_string ("merge"));
@@ -108,43 +109,38 @@ merge_marks (const struct set *s, const struct disk *d, const char *path,
   json_object_array_add (actions, action);
   json_object_object_add (args, "actions", actions);
   r = control_call_on (d->fd, d->control,
-                       control_request ("transaction", args), &ret, why);
+                       control_request ("transaction", args), &ret, &why);
   json_object_put (ret);
-  if (r != 0 && *why == NULL)
-    *why = strdup ("the control connection failed");
+  if (r != 0)
+    bmerr_set (err, EIO, "%s", why ? why : "the control connection failed");
+  free (why);
   return r == 0 ? 0 : -1;
 }
 
 int
 heal_mark (const struct set *s, const struct disk *d, uint64_t chunk,
-           uint64_t n, char **why)
+           uint64_t n, struct bmerr *err)
 {
   const char *tmp = getenv ("TMPDIR");
-  struct bmerr err = { 0 };
   char *dir = NULL, *path = NULL;
   int r = -1;
 
-  *why = NULL;
   /* The server takes an absolute path only (it runs in /). */
   if (asprintf (&dir, "%s/dirtybitmap-heal-XXXXXX",
                 tmp && *tmp == '/' ? tmp : "/tmp") == -1)
     dir = NULL;
   if (dir == NULL || mkdtemp (dir) == NULL || chmod (dir, 0755) == -1 ||
       asprintf (&path, "%s/heal.bitmaps", dir) == -1) {
-    *why = strdup (strerror (errno));
+    bmerr_set (err, errno, "%s", strerror (errno));
     path = NULL;
   }
-  else if (write_marks (path, d, chunk, n, &err) == -1)
-    *why = strdup (err.msg);
-  else
-    r = merge_marks (s, d, path, why);
+  else if (write_marks (path, d, chunk, n, err) == 0)
+    r = merge_marks (s, d, path, err);
   if (path)
     unlink (path);
   if (dir)
     rmdir (dir);
   free (path);
   free (dir);
-  if (r == -1 && *why == NULL)
-    *why = strdup ("out of memory");
   return r;
 }

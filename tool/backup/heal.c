@@ -159,10 +159,10 @@ heal_disk (struct set *s, struct disk *d, const struct repo *r,
   if ((d->force = calloc (d->nforce, 1)) == NULL)
     return -1;
   if (repo_sources (r, nd, &src, &nsrc, &err) == -1)
-    fprintf (stderr, "%s: backup: disk %s: which image point %s reads "
-             "each cluster from is not known (%s): every range found bad "
-             "in any point is copied again\n", prog, d->name, n->name,
-             err.msg);
+    bm_error ("backup: disk %s: which image point %s reads "
+              "each cluster from is not known (%s): every range found bad "
+              "in any point is copied again", d->name, n->name,
+              err.msg);
   for (i = 0; i < all->n && ret == 0; ++i)
     for (k = 0; k < all->p[i].nbad && ret == 0; ++k)
       if (strcmp (all->p[i].bad[k].disk, d->name) == 0)
@@ -179,18 +179,18 @@ static void
 mark (struct set *s, struct disk *d)
 {
   uint64_t i;
-  char *why = NULL;
+  struct bmerr err = { 0 };
 
   for (i = 0; i < d->nforce && !d->force[i]; ++i)
     ;
   if (i == d->nforce || d->mode != MODE_INCREMENTAL ||
-      heal_mark (s, d, d->prev->chunk, d->nforce, &why) == 0)
+      heal_mark (s, d, d->prev->chunk, d->nforce, &err) == 0)
     return;
-  fprintf (stderr, "%s: backup: disk %s: the chunks to heal could not be "
-           "marked in bitmap %s on its server (%s): a resync instead (the "
-           "whole disk read, only what differs and those chunks written)\n",
-           prog, d->name, s->incremental, why ? why : "out of memory");
-  free (why);
+  bm_error ("backup: disk %s: the chunks to heal could not be "
+            "marked in bitmap %s on its server (%s): a resync instead (the "
+            "whole disk read, only what differs and those chunks written)",
+            d->name, s->incremental,
+            bmerr_failed (&err) ? err.msg : "out of memory");
   d->mode = MODE_RESYNC;
 }
 
@@ -249,13 +249,13 @@ heal_report (const struct set *s)
   for (i = 0; s->heal && i < s->heal->n; ++i) {
     h = &s->heal->h[i];
     if (h->chunks == 1)
-      fprintf (stderr, "%s: backup: healed: chunk at offset %" PRIu64
-               " of disk %s, bad in point %s\n", prog, h->offset, h->disk,
-               h->point);
+      bm_error ("backup: healed: chunk at offset %" PRIu64
+                " of disk %s, bad in point %s", h->offset, h->disk,
+                h->point);
     else
-      fprintf (stderr, "%s: backup: healed: %" PRIu64 " chunks at offset %"
-               PRIu64 " (%" PRIu64 " bytes) of disk %s, bad in point %s\n",
-               prog, h->chunks, h->offset, h->length, h->disk, h->point);
+      bm_error ("backup: healed: %" PRIu64 " chunks at offset %"
+                PRIu64 " (%" PRIu64 " bytes) of disk %s, bad in point %s",
+                h->chunks, h->offset, h->length, h->disk, h->point);
   }
 }
 

@@ -98,7 +98,7 @@ struct disk {
   struct sums *prev;            /* the disk at B, if a set says so */
   char *prev_sums_path;
   bool prev_holds;              /* target provably holds prev's image */
-  char *prev_why;               /* why prev is NULL */
+  struct bmerr prev_why;        /* why prev is NULL */
   struct sums *sums;            /* this backup's, or NULL: none */
   char *sums_path;
   bool sums_held;               /* the target will hold what sums says */
@@ -160,25 +160,25 @@ extern void disk_fail (struct disk *d, const char *fs, ...)
 
 /* Parse one --disk value (control=...,source=...,target=...[,name=]
  * [,scratch=]; ",," is a literal comma; no target= in a repository)
- * into d.  -1 with a malloced message in *error.
+ * into d.  -1 with err.
  */
 extern int disk_parse (const char *spec, bool repo, struct disk *d,
-                       char **error);
+                       struct bmerr *err);
 /* d->view_uri, d->scratch made absolute, d->o from the template. */
 extern int disk_prepare (struct disk *d, const char *view,
                          const char *default_scratch,
                          const struct copy_options *template,
-                         char **error);
+                         struct bmerr *err);
 /* What set.c gave d (checksums_free frees the rest). */
 extern void disk_free (struct disk *d);
 
 /* backup/places.c */
 
 /* Before anything: no two disks of s share a name, a control socket,
- * a target or a place for their checksums.  -1 with a malloced message
- * in *error naming both disks and what they share.
+ * a target or a place for their checksums.  -1 with err naming both
+ * disks and what they share.
  */
-extern int set_check_disks (const struct set *s, char **error);
+extern int set_check_disks (const struct set *s, struct bmerr *err);
 
 /* backup/servers.c */
 
@@ -240,7 +240,7 @@ extern int thaw_guest (struct set *s);
 
 /* backup/agent.c: a qemu-guest-agent on a Unix socket.  Every wait
  * ends at deadline (monotonic seconds) or, with wake, on a signal.
- * *error says why on failure.
+ * err says why on failure.
  */
 
 /* What a request came to. */
@@ -258,15 +258,15 @@ enum agent_result {
  * nothing: 0, or -1.
  */
 extern int agent_open (const char *path, double deadline, bool wake,
-                       int *fd, char **error);
+                       int *fd, struct bmerr *err);
 /* agent_open, then guest-sync-delimited awaited: the channel in step,
  * the agent alive.  0, or -1.
  */
 extern int agent_connect (const char *path, double deadline, bool wake,
-                          int *fd, char **error);
+                          int *fd, struct bmerr *err);
 /* Send command and await its reply (on a connection in step). */
 extern int agent_execute (int fd, const char *command, double deadline,
-                          bool wake, json_object **ret, char **error);
+                          bool wake, json_object **ret, struct bmerr *err);
 /* Send command, then a guest-sync, and take as command's reply the one
  * just before the sync's: right even while earlier requests on fd (a
  * freeze that has not answered) still owe theirs.  *sent: command was
@@ -275,7 +275,7 @@ extern int agent_execute (int fd, const char *command, double deadline,
 extern int agent_execute_after (int fd, const char *command,
                                 double deadline, bool wake,
                                 json_object **ret, bool *sent,
-                                char **error);
+                                struct bmerr *err);
 
 /* backup/checksums.c */
 
@@ -321,9 +321,9 @@ extern void report_summary (FILE *fp, const struct set *s, bool ok,
 extern int report_manifest (const struct set *s, bool ok,
                             const char *path);
 /* Before anything: whether the manifest can be written at path (its
- * FILE.tmp created, FILE replaced).  -1 with a malloced *error.
+ * FILE.tmp created, FILE replaced).  -1 with err.
  */
-extern int report_manifest_ready (const char *path, char **error);
+extern int report_manifest_ready (const char *path, struct bmerr *err);
 /* A wall-clock time as the manifest writes it: UTC,
  * 2026-12-05T21:40:00.123456Z.
  */
@@ -376,9 +376,9 @@ extern int older_plan (struct set *s, struct disk *d,
                        const struct repo_point *n);
 
 /* backup/heal-mark.c: d->force's n chunks (of chunk bytes) merged into
- * B on d's server, before the cut.  -1 with *why (malloced).
+ * B on d's server, before the cut.  -1 with err.
  */
 extern int heal_mark (const struct set *s, const struct disk *d,
-                      uint64_t chunk, uint64_t n, char **why);
+                      uint64_t chunk, uint64_t n, struct bmerr *err);
 
 #endif /* DIRTYBITMAP_BACKUP_INTERNAL_H */

@@ -25,29 +25,29 @@
 #include "repo.h"
 #include "sums.h"
 
-/* N's set of d, or NULL with *why. */
+/* N's set of d, or NULL with why. */
 static struct sums *
 newest_sums (const struct set *s, const struct disk *d,
-             const struct repo_point *n, char **why)
+             const struct repo_point *n, struct bmerr *why)
 {
   const struct repo_disk *nd = repo_point_disk (n, d->name);
   struct sums *ns = NULL;
   char *path;
 
   if (nd == NULL) {
-    if (asprintf (why, "point %s has no disk %s", n->name, d->name) == -1)
-      *why = NULL;
+    bmerr_set (why, ENOENT, "point %s has no disk %s", n->name, d->name);
     return NULL;
   }
-  if ((path = repo_path (points_repo (s), nd->sums)) == NULL)
+  if ((path = repo_path (points_repo (s), nd->sums)) == NULL) {
+    bmerr_set (why, ENOMEM, "out of memory");
     return NULL;
-  if (sums_read (path, &ns, why) == 0 &&
+  }
+  if (sums_load (path, &ns, why) == 0 &&
       (ns->disk_size != d->prev->disk_size || ns->chunk != d->prev->chunk)) {
-    if (asprintf (why, "%s: a disk of %" PRIu64 " bytes in chunks of %"
-                  PRIu64 ", at %s %" PRIu64 " in chunks of %" PRIu64, path,
-                  ns->disk_size, ns->chunk, s->incremental,
-                  d->prev->disk_size, d->prev->chunk) == -1)
-      *why = NULL;
+    bmerr_set (why, EINVAL, "%s: a disk of %" PRIu64 " bytes in chunks of %"
+               PRIu64 ", at %s %" PRIu64 " in chunks of %" PRIu64, path,
+               ns->disk_size, ns->chunk, s->incremental,
+               d->prev->disk_size, d->prev->chunk);
     sums_free (ns);
     ns = NULL;
   }
@@ -59,17 +59,16 @@ int
 older_plan (struct set *s, struct disk *d, const struct repo_point *n)
 {
   struct sums *ns;
-  char *why = NULL;
+  struct bmerr why = { 0 };
   uint64_t i, forced = 0;
 
   if (strcmp (s->incremental, n->name) == 0 || d->prev == NULL ||
       d->mode == MODE_FULL)
     return 0;                   /* nothing owed to N, or all copied */
   if ((ns = newest_sums (s, d, n, &why)) == NULL) {
-    fprintf (stderr, "%s: backup: disk %s: the changes between points %s "
-             "and %s cannot be told (%s): a full copy\n", prog, d->name,
-             s->incremental, n->name, why ? why : "out of memory");
-    free (why);
+    bm_error ("backup: disk %s: the changes between points %s "
+              "and %s cannot be told (%s): a full copy", d->name,
+              s->incremental, n->name, why.msg);
     d->mode = MODE_FULL;
     return 0;
   }
@@ -86,10 +85,10 @@ older_plan (struct set *s, struct disk *d, const struct repo_point *n)
       forced += !d->force[i];
       d->force[i] = 1;
     }
-  fprintf (stderr, "%s: backup: disk %s: from checkpoint %s, older than "
-           "the newest point %s: the %" PRIu64 " chunks that changed "
-           "between them are copied too\n", prog, d->name, s->incremental,
-           n->name, forced);
+  bm_error ("backup: disk %s: from checkpoint %s, older than "
+            "the newest point %s: the %" PRIu64 " chunks that changed "
+            "between them are copied too", d->name, s->incremental,
+            n->name, forced);
   sums_free (ns);
   return 0;
 }

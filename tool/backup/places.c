@@ -49,60 +49,56 @@ given_as (const char *x, const char *y)
   return out;
 }
 
-/* What disks a and b (the i-th and j-th --disk) share, said in *error:
+/* What disks a and b (the i-th and j-th --disk) share, said in err:
  * -1, or 0 if nothing.
  */
 static int
 clash (const struct disk *a, const struct disk *b, size_t i, size_t j,
-       const struct places *pa, const struct places *pb, char **error)
+       const struct places *pa, const struct places *pb, struct bmerr *err)
 {
   char *what = NULL, *given = NULL;
-  int r;
 
   if (strcmp (a->name, b->name) == 0)
-    r = asprintf (error, "--disk %zu and --disk %zu: both disks are "
-                  "named %s%s: each disk needs a name of its own (it "
-                  "names the disk's checksums, and the disk in messages "
-                  "and the manifest)", i + 1, j + 1, a->name,
-                  a->named && b->named ? "" : " (name= or by default)");
+    bmerr_set (err, EEXIST, "--disk %zu and --disk %zu: both disks are "
+               "named %s%s: each disk needs a name of its own (it "
+               "names the disk's checksums, and the disk in messages "
+               "and the manifest)", i + 1, j + 1, a->name,
+               a->named && b->named ? "" : " (name= or by default)");
   else if (endpoint_same (&pa->control, &pb->control)) {
-    given = given_as (a->control, b->control);
-    r = given == NULL ? -1
-      : asprintf (error, "disks %s and %s have one control socket, "
-                  "%s%s: one server is one disk", a->name, b->name,
-                  pa->control.where, given);
+    if ((given = given_as (a->control, b->control)) != NULL)
+      bmerr_set (err, EEXIST, "disks %s and %s have one control socket, "
+                 "%s%s: one server is one disk", a->name, b->name,
+                 pa->control.where, given);
   }
   else if (endpoint_same (&pa->target, &pb->target)) {
     what = endpoint_name (&pa->target);
     given = given_as (a->target, b->target);
-    r = what == NULL || given == NULL ? -1
-      : asprintf (error, "disks %s and %s have one target, %s%s: each "
-                  "disk needs a target of its own", a->name, b->name,
-                  what, given);
+    if (what && given)
+      bmerr_set (err, EEXIST, "disks %s and %s have one target, %s%s: each "
+                 "disk needs a target of its own", a->name, b->name,
+                 what, given);
   }
   else if (pa->sums_path && pb->sums_path &&
            endpoint_same (&pa->sums, &pb->sums))
-    r = asprintf (error, "disks %s and %s: their checksums would both "
-                  "be %s: give each disk a name= of its own (it names "
-                  "them), or targets of different names", a->name,
-                  b->name, pa->sums.where);
+    bmerr_set (err, EEXIST, "disks %s and %s: their checksums would both "
+               "be %s: give each disk a name= of its own (it names "
+               "them), or targets of different names", a->name,
+               b->name, pa->sums.where);
   else
     return 0;
   free (what);
   free (given);
-  if (r == -1)
-    *error = NULL;
-  return -1;
+  return -1;                    /* set_check_disks says ENOMEM if unset */
 }
 
 int
-set_check_disks (const struct set *s, char **error)
+set_check_disks (const struct set *s, struct bmerr *err)
 {
   struct places *p = calloc (s->n, sizeof *p);
   size_t i, j;
   int r = -1;
 
-  *error = NULL;
+  bmerr_clear (err);
   if (p == NULL)
     goto out;
   for (i = 0; i < s->n; ++i)
@@ -111,13 +107,13 @@ set_check_disks (const struct set *s, char **error)
   for (i = 0; i < s->n; ++i)
     for (j = i + 1; j < s->n; ++j)
       if (clash (&s->disks[i], &s->disks[j], i, j, &p[i], &p[j],
-                 error) == -1)
+                 err) == -1)
         goto out;
   r = 0;
 
  out:
-  if (r == -1 && *error == NULL)
-    *error = strdup (strerror (ENOMEM));
+  if (r == -1 && !bmerr_failed (err))
+    bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
   for (i = 0; p && i < s->n; ++i) {
     endpoint_free (&p[i].control);
     endpoint_free (&p[i].target);

@@ -233,9 +233,9 @@ points_open (struct set *s, const char *dir)
   if (repo_clean (&p->r, &p->stale, &p->nstale, &err) == -1)
     return fail_err (s, &err);
   for (i = 0; i < p->nstale; ++i)
-    fprintf (stderr, "%s: backup: %s: removed the files of point %s, left "
-             "by a backup that did not complete\n", prog, dir,
-             p->stale[i]);
+    bm_error ("backup: %s: removed the files of point %s, left "
+              "by a backup that did not complete", dir,
+              p->stale[i]);
   if (check_new (s, p) == -1 || choose_base (s, p) == -1)
     return -1;
   if ((p->sums_dir = repo_sums_dir (&p->r)) == NULL) {

@@ -205,7 +205,7 @@ manifest_json (const struct set *s, bool ok)
     add_mode (o, d);
     json_object_object_add (o, "status", json_object_new_string (
       d->r.ok && ok ? "complete"
-      : d->r.error || d->error ? "failed"
+      : bmerr_failed (&d->r.error) || d->error ? "failed"
       : d->r.interrupted ? "interrupted" : "incomplete"));
     json_object_array_add (disks, o);
   }
@@ -242,8 +242,8 @@ report_manifest (const struct set *s, bool ok, const char *path)
 
  out:
   if (r == -1) {
-    fprintf (stderr, "%s: backup: --manifest %s: %s\n", prog, path,
-             strerror (errno));
+    bm_error ("backup: --manifest %s: %s", path,
+              strerror (errno));
     if (fp)
       fclose (fp);
     if (tmp)
@@ -255,13 +255,13 @@ report_manifest (const struct set *s, bool ok, const char *path)
 }
 
 int
-report_manifest_ready (const char *path, char **error)
+report_manifest_ready (const char *path, struct bmerr *err)
 {
   struct stat sb, dsb;
   char *tmp = NULL, *dcopy = NULL;
   int fd, r = -1;
 
-  *error = NULL;
+  bmerr_clear (err);
   if (asprintf (&tmp, "%s.tmp", path) == -1 ||
       (dcopy = strdup (path)) == NULL) {
     tmp = NULL;
@@ -269,17 +269,15 @@ report_manifest_ready (const char *path, char **error)
   }
   /* It is written as FILE.tmp, then renamed over FILE. */
   if (lstat (path, &sb) == 0 && S_ISDIR (sb.st_mode)) {
-    if (asprintf (error, "--manifest %s: is a directory", path) == -1)
-      *error = NULL;
+    bmerr_set (err, EISDIR, "--manifest %s: is a directory", path);
     goto out;
   }
   fd = open (tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd == -1 && errno == EEXIST)
     fd = open (tmp, O_WRONLY | O_CLOEXEC);
   if (fd == -1) {
-    if (asprintf (error, "--manifest %s: cannot write %s: %s", path, tmp,
-                  strerror (errno)) == -1)
-      *error = NULL;
+    bmerr_set (err, errno, "--manifest %s: cannot write %s: %s", path, tmp,
+               strerror (errno));
     goto out;
   }
   close (fd);
@@ -288,16 +286,15 @@ report_manifest_ready (const char *path, char **error)
   if (lstat (path, &sb) == 0 && stat (dirname (dcopy), &dsb) == 0 &&
       (dsb.st_mode & S_ISVTX) && geteuid () != 0 &&
       sb.st_uid != geteuid () && dsb.st_uid != geteuid ()) {
-    if (asprintf (error, "--manifest %s: cannot be replaced: it belongs "
-                  "to another user, in a sticky directory", path) == -1)
-      *error = NULL;
+    bmerr_set (err, EPERM, "--manifest %s: cannot be replaced: it belongs "
+               "to another user, in a sticky directory", path);
     goto out;
   }
   r = 0;
 
  out:
-  if (r == -1 && *error == NULL)
-    *error = strdup (strerror (ENOMEM));
+  if (r == -1 && !bmerr_failed (err))
+    bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
   free (tmp);
   free (dcopy);
   return r;

@@ -72,7 +72,7 @@ next_token (const char **p, char stop)
 }
 
 int
-disk_parse (const char *spec, bool repo, struct disk *d, char **error)
+disk_parse (const char *spec, bool repo, struct disk *d, struct bmerr *err)
 {
   static const char *const keys[] = {
     "control", "source", "target", "name", "scratch",
@@ -87,9 +87,8 @@ disk_parse (const char *spec, bool repo, struct disk *d, char **error)
     if (key == NULL)
       goto nomem;
     if (*p != '=') {
-      if (asprintf (error, "--disk %s: \"%s\" is not key=value", spec,
-                    key) == -1)
-        *error = NULL;
+      bmerr_set (err, EINVAL, "--disk %s: \"%s\" is not key=value", spec,
+                 key);
       free (key);
       return -1;
     }
@@ -106,11 +105,9 @@ disk_parse (const char *spec, bool repo, struct disk *d, char **error)
         break;
     if (i == sizeof keys / sizeof keys[0] || *fields[i] != NULL ||
         *value == '\0') {
-      if (asprintf (error, "--disk %s: %s \"%s\"", spec,
-                    i == sizeof keys / sizeof keys[0] ? "unknown key"
-                    : *fields[i] ? "repeated key" : "empty value for",
-                    key) == -1)
-        *error = NULL;
+      bmerr_set (err, EINVAL, "--disk %s: %s \"%s\"", spec,
+                 i == sizeof keys / sizeof keys[0] ? "unknown key"
+                 : *fields[i] ? "repeated key" : "empty value for", key);
       free (key);
       free (value);
       return -1;
@@ -120,45 +117,42 @@ disk_parse (const char *spec, bool repo, struct disk *d, char **error)
   }
   for (i = 0; i < 3; ++i)
     if ((*fields[i] == NULL) != (repo && i == 2)) {
-      if (asprintf (error, *fields[i] == NULL
-                    ? "--disk %s: %s=... is required"
-                    : "--disk %s: no %s= with --repo: the repository holds "
-                    "the disk's points", spec, keys[i]) == -1)
-        *error = NULL;
+      bmerr_set (err, EINVAL, *fields[i] == NULL
+                 ? "--disk %s: %s=... is required"
+                 : "--disk %s: no %s= with --repo: the repository holds "
+                 "the disk's points", spec, keys[i]);
       return -1;
     }
   if (!is_nbd_uri (d->source)) {
-    if (asprintf (error, "--disk %s: source %s must be an NBD URI "
-                  "(nbd://... or nbd+unix://...)", spec, d->source) == -1)
-      *error = NULL;
+    bmerr_set (err, EINVAL, "--disk %s: source %s must be an NBD URI "
+               "(nbd://... or nbd+unix://...)", spec, d->source);
     return -1;
   }
   return 0;
 
  nomem:
-  *error = strdup (strerror (ENOMEM));
+  bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
   return -1;
 }
 
 int
 disk_prepare (struct disk *d, const char *view, const char *default_scratch,
-              const struct copy_options *template, char **error)
+              const struct copy_options *template, struct bmerr *err)
 {
   const char *scratch = d->scratch ? d->scratch : default_scratch;
   char *abs = NULL;
 
   /* The server runs in "/": a relative scratch directory is ours. */
   if (scratch && (abs = realpath (scratch, NULL)) == NULL) {
-    if (asprintf (error, "disk %s: scratch %s: %s", d->name, scratch,
-                  strerror (errno)) == -1)
-      *error = NULL;
+    bmerr_set (err, errno, "disk %s: scratch %s: %s", d->name, scratch,
+               strerror (errno));
     return -1;
   }
   free (d->scratch);
   d->scratch = abs;
   d->view_uri = endpoint_with_export (d->source, view);
   if (d->view_uri == NULL) {
-    *error = strdup (strerror (ENOMEM));
+    bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
     return -1;
   }
   d->o = *template;

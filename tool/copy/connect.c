@@ -30,24 +30,24 @@
 #include "util.h"
 
 struct nbd_handle *
-connect_uri (const char *what, const char *uri, bool meta, char **errp)
+connect_uri (const char *what, const char *uri, bool meta, struct bmerr *err)
 {
   struct nbd_handle *h = nbd_create ();
 
   if (h == NULL) {
-    set_error (errp, "%s", nbd_get_error ());
+    bmerr_first (err, 0, "%s", nbd_get_error ());
     return NULL;
   }
   nbd_set_handle_name (h, what);
   if (meta &&
       nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1) {
-    set_error (errp, "%s", nbd_get_error ());
+    bmerr_first (err, 0, "%s", nbd_get_error ());
     nbd_close (h);
     return NULL;
   }
   if (nbd_connect_uri (h, uri) == -1) {
-    set_error (errp, "%s %s: cannot connect: %s", what, uri,
-               nbd_get_error ());
+    bmerr_first (err, 0, "%s %s: cannot connect: %s", what, uri,
+                 nbd_get_error ());
     nbd_close (h);
     return NULL;
   }
@@ -136,18 +136,18 @@ close_handles (struct nbd_handle **hs, unsigned n, bool graceful)
 }
 
 int64_t
-copy_export_size (const char *uri, char **errp)
+copy_export_size (const char *uri, struct bmerr *err)
 {
   struct nbd_handle *h;
   int64_t size;
 
-  *errp = NULL;
-  h = connect_uri ("source", uri, false, errp);
+  bmerr_clear (err);
+  h = connect_uri ("source", uri, false, err);
   if (h == NULL)
     return -1;
   size = nbd_get_size (h);
   if (size == -1)
-    set_error (errp, "%s: %s", uri, nbd_get_error ());
+    bmerr_first (err, 0, "%s: %s", uri, nbd_get_error ());
   close_handles (&h, 1, true);
   return size;
 }

@@ -11,8 +11,8 @@
  *
  * copy_run prints nothing but the progress display (when asked), a
  * note when a server refuses the connections asked for, and debug
- * messages; every error is a value in the result, for the caller to
- * report.
+ * messages; every error is a value in the result (a struct bmerr, the
+ * first one kept), for the caller to report.
  */
 
 #ifndef DIRTYBITMAP_COPY_H
@@ -26,6 +26,7 @@
 #include <json-c/json.h>
 
 #include "endpoint.h"
+#include "error.h"
 
 #define COPY_DEFAULT_REQUESTS 16
 #define COPY_MAX_REQUESTS 1024
@@ -104,21 +105,23 @@ struct copy_result {
   uint64_t unchanged;           /* bytes not written: their digests
                                  * were the same (compare) */
   double seconds;               /* from connecting to the end */
-  char *error;                  /* the first error, or NULL */
+  struct bmerr error;           /* the first error (bmerr_failed), or
+                                 * empty */
 };
 
 
-/* The size of the export at uri: -1 with *errp on failure. */
-extern int64_t copy_export_size (const char *uri, char **errp);
+/* The size of the export at uri: -1 with err on failure. */
+extern int64_t copy_export_size (const char *uri, struct bmerr *err);
 
 /* Set only[i] for each chunk i (of chunk bytes, a power of 2) that
  * the export at uri, of size bytes, says is dirty: data or zero in
  * its base:allocation as nbdkit-dirtybitmap-filter answers it from a
  * bitmap (a backup view's map).  A chunk with one dirty byte is
- * dirty.  -1 with *errp on failure: not that size, no block status.
+ * dirty.  -1 with err on failure: not that size, no block status.
  */
 extern int copy_dirty_chunks (const char *uri, uint64_t size,
-                              uint64_t chunk, uint8_t *only, char **errp);
+                              uint64_t chunk, uint8_t *only,
+                              struct bmerr *err);
 
 /* Run one copy.  Returns 0 when the target holds a complete, flushed
  * copy (r->ok), -1 otherwise (r->error says why, unless
@@ -134,7 +137,11 @@ extern void copy_result_free (struct copy_result *r);
  * and what comes between them), the first one sets the flag that
  * copy_interrupted reads and makes copy_interrupt_fd readable, for
  * poll; a second one ends the process as usual.  The flag is cleared
- * when the outermost catch begins.  -1 with *errp on failure.
+ * when the outermost catch begins.  -1 with err on failure.
+ */
+extern int copy_signals_trap (struct bmerr *err);
+/* The same, the error a malloced string in *errp: for the callers that
+ * do not carry a struct bmerr yet (repo-verify.c).
  */
 extern int copy_signals_catch (char **errp);
 extern void copy_signals_release (void);

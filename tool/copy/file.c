@@ -110,14 +110,15 @@ create_temp (const char *name, char **temp)
 }
 
 struct target *
-file_target_open (const char *name, bool create, uint64_t size, char **errp)
+file_target_open (const char *name, bool create, uint64_t size,
+                  struct bmerr *err)
 {
   struct file_target *f;
   struct stat st;
 
   f = calloc (1, sizeof *f);
   if (f == NULL) {
-    set_error (errp, "%s", strerror (errno));
+    bmerr_first (err, 0, "%s", strerror (errno));
     return NULL;
   }
   f->t.ops = &file_ops;
@@ -130,45 +131,46 @@ file_target_open (const char *name, bool create, uint64_t size, char **errp)
   if (f->fd == -1 && errno == ENOENT && create) {
     /* A dangling symbolic link is not a missing file. */
     if (lstat (name, &st) == 0) {
-      set_error (errp, "target %s: a symbolic link to a missing file",
-                 name);
+      bmerr_first (err, 0, "target %s: a symbolic link to a missing file",
+                   name);
       goto err;
     }
     f->fd = create_temp (name, &f->temp);
     if (f->fd == -1) {
-      set_error (errp, "target %s: cannot create a temporary file next "
-                 "to it: %s", name, strerror (errno));
+      bmerr_first (err, 0, "target %s: cannot create a temporary file next "
+                   "to it: %s", name, strerror (errno));
       goto err;
     }
     f->fresh = true;
     bm_debug ("copy: writing the new file %s as %s", name, f->temp);
   }
   if (f->fd == -1) {
-    set_error (errp, "target %s: %s", name, strerror (errno));
+    bmerr_first (err, 0, "target %s: %s", name, strerror (errno));
     goto err;
   }
   if (fstat (f->fd, &st) == -1) {
-    set_error (errp, "target %s: fstat: %s", name, strerror (errno));
+    bmerr_first (err, 0, "target %s: fstat: %s", name, strerror (errno));
     goto err;
   }
   if (S_ISBLK (st.st_mode)) {
     f->is_block_device = true;
     if (ioctl (f->fd, BLKGETSIZE64, &f->t.size) == -1) {
-      set_error (errp, "target %s: BLKGETSIZE64: %s", name, strerror (errno));
+      bmerr_first (err, 0, "target %s: BLKGETSIZE64: %s", name,
+                   strerror (errno));
       goto err;
     }
   }
   else if (S_ISREG (st.st_mode)) {
     if (f->fresh && ftruncate (f->fd, size) == -1) {
-      set_error (errp, "target %s: cannot make it %" PRIu64 " bytes: %s",
-                 name, size, strerror (errno));
+      bmerr_first (err, 0, "target %s: cannot make it %" PRIu64 " bytes: %s",
+                   name, size, strerror (errno));
       goto err;
     }
     f->t.size = f->fresh ? size : (uint64_t) st.st_size;
   }
   else {
-    set_error (errp, "target %s: not a regular file, a block device "
-               "or an NBD URI", name);
+    bmerr_first (err, 0, "target %s: not a regular file, a block device "
+                 "or an NBD URI", name);
     goto err;
   }
   return &f->t;
@@ -179,7 +181,7 @@ file_target_open (const char *name, bool create, uint64_t size, char **errp)
 }
 
 static int
-file_connect (struct target *t, unsigned n, char **errp)
+file_connect (struct target *t, unsigned n, struct bmerr *err)
 {
   return 0;                     /* one descriptor serves every thread */
 }
@@ -384,12 +386,13 @@ file_notify (struct target *t, unsigned conn, short revents,
 }
 
 static int
-file_flush (struct target *t, char **errp)
+file_flush (struct target *t, struct bmerr *err)
 {
   struct file_target *f = (struct file_target *) t;
 
   if (fdatasync (f->fd) == -1) {
-    set_error (errp, "target %s: fdatasync: %s", t->name, strerror (errno));
+    bmerr_first (err, 0, "target %s: fdatasync: %s", t->name,
+                 strerror (errno));
     return -1;
   }
   return 0;
@@ -418,7 +421,7 @@ sync_dir_of (const char *name)
 }
 
 static int
-file_commit (struct target *t, char **errp)
+file_commit (struct target *t, struct bmerr *err)
 {
   struct file_target *f = (struct file_target *) t;
 
@@ -429,15 +432,15 @@ file_commit (struct target *t, char **errp)
   if (renameat2 (AT_FDCWD, f->temp, AT_FDCWD, t->name,
                  RENAME_NOREPLACE) == -1) {
     if (errno != EINVAL && errno != ENOSYS) {
-      set_error (errp, "target %s: cannot rename %s to it: %s%s",
-                 t->name, f->temp, strerror (errno),
-                 errno == EEXIST ? " (it was created during the copy)" : "");
+      bmerr_first (err, 0, "target %s: cannot rename %s to it: %s%s",
+                   t->name, f->temp, strerror (errno),
+                   errno == EEXIST ? " (it was created during the copy)" : "");
       return -1;
     }
     /* A file system without RENAME_NOREPLACE: link does not replace. */
     if (link (f->temp, t->name) == -1) {
-      set_error (errp, "target %s: cannot link %s to it: %s",
-                 t->name, f->temp, strerror (errno));
+      bmerr_first (err, 0, "target %s: cannot link %s to it: %s",
+                   t->name, f->temp, strerror (errno));
       return -1;
     }
     unlink (f->temp);
@@ -445,8 +448,8 @@ file_commit (struct target *t, char **errp)
   free (f->temp);
   f->temp = NULL;
   if (sync_dir_of (t->name) == -1) {
-    set_error (errp, "target %s: fsync of its directory: %s",
-               t->name, strerror (errno));
+    bmerr_first (err, 0, "target %s: fsync of its directory: %s",
+                 t->name, strerror (errno));
     return -1;
   }
   return 0;

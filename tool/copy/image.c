@@ -102,7 +102,7 @@ struct raw {
   pthread_mutex_t workers_lock;
   pthread_cond_t finished;      /* signalled when a thread ends */
   unsigned running;
-  char *error;                  /* the first error, or NULL */
+  struct bmerr error;           /* the first error, or empty */
 };
 
 /* Record an error (only the first one is kept) and stop. */
@@ -113,34 +113,33 @@ raw_fail (struct raw *w, const char *fs, ...)
   SCOPED_LOCK (&w->workers_lock);
 
   __atomic_store_n (&w->stop, true, __ATOMIC_RELEASE);
-  if (w->error)
-    return;
   va_start (args, fs);
-  if (vasprintf (&w->error, fs, args) == -1)
-    w->error = strdup ("out of memory");
+  bmerr_vfirst (&w->error, 0, fs, args);
   va_end (args);
 }
 
 /* Open name, a regular file or a block device, and its size. */
 static int
-raw_open (struct raw *w, char **errp)
+raw_open (struct raw *w, struct bmerr *err)
 {
   struct stat st;
 
   /* O_NONBLOCK: a FIFO must not hang the open. */
   w->fd = open (w->name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (w->fd == -1 || fstat (w->fd, &st) == -1) {
-    set_error (errp, "%s: %s", w->name, strerror (errno));
+    bmerr_first (err, 0, "%s: %s", w->name, strerror (errno));
     return -1;
   }
   if (S_ISREG (st.st_mode))
     w->size = st.st_size;
   else if (!S_ISBLK (st.st_mode)) {
-    set_error (errp, "%s: not a regular file or a block device", w->name);
+    bmerr_first (err, 0, "%s: not a regular file or a block device",
+                 w->name);
     return -1;
   }
   else if (ioctl (w->fd, BLKGETSIZE64, &w->size) == -1) {
-    set_error (errp, "%s: BLKGETSIZE64: %s", w->name, strerror (errno));
+    bmerr_first (err, 0, "%s: BLKGETSIZE64: %s", w->name,
+                 strerror (errno));
     return -1;
   }
   /* Read ahead further: each thread reads its pieces in order. */
@@ -253,7 +252,8 @@ raw_wait (struct raw *w, struct progress *p)
 
 /* Start the threads, wait for them, and say how it went in r. */
 static void
-raw_run (struct raw *w, bool progress, struct image_result *r)
+raw_run (struct raw *w, bool progress, struct image_result *r,
+         struct bmerr *err)
 {
   pthread_t threads[RAW_THREADS];
   long cpus = sysconf (_SC_NPROCESSORS_ONLN);
@@ -262,17 +262,17 @@ raw_run (struct raw *w, bool progress, struct image_result *r)
 
   progress_start (&p, progress, true, NULL, w->size);
   for (i = 0; i < n; ++i) {
-    int err;
+    int e;
     {
       SCOPED_LOCK (&w->workers_lock);
       w->running++;
     }
-    if ((err = pthread_create (&threads[i], NULL, raw_worker, w)) != 0) {
+    if ((e = pthread_create (&threads[i], NULL, raw_worker, w)) != 0) {
       {
         SCOPED_LOCK (&w->workers_lock);
         w->running--;
       }
-      raw_fail (w, "pthread_create: %s", strerror (err));
+      raw_fail (w, "pthread_create: %s", strerror (e));
       break;
     }
     started++;
@@ -281,13 +281,11 @@ raw_run (struct raw *w, bool progress, struct image_result *r)
   for (i = 0; i < started; ++i)
     pthread_join (threads[i], NULL);
   r->read = w->read;
-  if (w->error) {
-    r->error = w->error;
-    w->error = NULL;
-  }
+  if (bmerr_failed (&w->error))
+    *err = w->error;
   else if (w->done < w->size)
     r->interrupted = true;
-  if (r->error || r->interrupted)
+  if (bmerr_failed (err) || r->interrupted)
     progress_end (&p);
   else
     progress_draw (&p, w->done, true);
@@ -295,7 +293,8 @@ raw_run (struct raw *w, bool progress, struct image_result *r)
 
 static int
 hash_raw (const char *image, uint64_t chunk, uint64_t size,
-          uint8_t *digests, bool progress, struct image_result *r)
+          uint8_t *digests, bool progress, struct image_result *r,
+          struct bmerr *err)
 {
   struct raw w = {
     .name = image, .fd = -1, .chunk = chunk, .digests = digests,
@@ -305,7 +304,7 @@ hash_raw (const char *image, uint64_t chunk, uint64_t size,
 
   pthread_mutex_init (&w.workers_lock, NULL);
   pthread_cond_init (&w.finished, NULL);
-  if (raw_open (&w, &r->error) == -1)
+  if (raw_open (&w, err) == -1)
     goto out;
   r->size = w.size;
   if (w.size != size) {
@@ -313,21 +312,20 @@ hash_raw (const char *image, uint64_t chunk, uint64_t size,
     goto out;
   }
   if ((zeroes = calloc (1, chunk)) == NULL) {
-    set_error (&r->error, "%s", strerror (errno));
+    bmerr_first (err, 0, "%s", strerror (errno));
     goto out;
   }
   sums_hash (zeroes, chunk, w.zero_digest);
   sums_hash (zeroes, size % chunk ? size % chunk : chunk, w.zero_digest_last);
-  raw_run (&w, progress, r);
+  raw_run (&w, progress, r, err);
 
  out:
   if (w.fd >= 0)
     close (w.fd);
   free (zeroes);
-  free (w.error);
   pthread_mutex_destroy (&w.workers_lock);
   pthread_cond_destroy (&w.finished);
-  return r->error || r->wrong_size || r->interrupted ? -1 : 0;
+  return bmerr_failed (err) || r->wrong_size || r->interrupted ? -1 : 0;
 }
 
 /*----------------------------------------------------------------------
@@ -335,12 +333,13 @@ hash_raw (const char *image, uint64_t chunk, uint64_t size,
  */
 
 /* Is the export at uri size bytes?  0 if it is; -1 if not
- * (r->wrong_size) or if it could not be reached (r->error).
+ * (r->wrong_size) or if it could not be reached (err).
  */
 static int
-nbd_size_is (const char *uri, uint64_t size, struct image_result *r)
+nbd_size_is (const char *uri, uint64_t size, struct image_result *r,
+             struct bmerr *err)
 {
-  int64_t v = copy_export_size (uri, &r->error);
+  int64_t v = copy_export_size (uri, err);
 
   if (v == -1)
     return -1;
@@ -355,7 +354,7 @@ nbd_size_is (const char *uri, uint64_t size, struct image_result *r)
 static int
 nbd_hash (const char *uri, const char *name, uint64_t chunk, uint64_t size,
           size_t request_size, uint8_t *digests, bool progress,
-          struct image_result *r)
+          struct image_result *r, struct bmerr *err)
 {
   struct copy_sums cs = {
     .chunk = chunk, .n = DIV_ROUND_UP (size, chunk), .digests = digests,
@@ -370,46 +369,43 @@ nbd_hash (const char *uri, const char *name, uint64_t chunk, uint64_t size,
   copy_run (&o, &cr);
   r->read = cr.read;
   r->interrupted = cr.interrupted;
-  r->error = cr.error;
-  cr.error = NULL;
-  if (!cr.ok && !r->error && !r->interrupted)
-    set_error (&r->error, "%s: not read to the end", name);
+  if (bmerr_failed (&cr.error))
+    *err = cr.error;
+  else if (!cr.ok && !r->interrupted)
+    bmerr_first (err, 0, "%s: not read to the end", name);
   return cr.ok ? 0 : -1;
 }
 
 /* Hash a qcow2 file, served by qemu-nbd for the time. */
 static int
 hash_qcow2 (const char *image, uint64_t chunk, uint64_t size,
-            uint8_t *digests, bool progress, struct image_result *r)
+            uint8_t *digests, bool progress, struct image_result *r,
+            struct bmerr *err)
 {
   struct qemu_nbd q;
-  struct bmerr err = { 0 };
   char *name = NULL, *text = NULL;
   int ret = -1, status;
   bool served = false;
 
-  if (qemu_nbd_serve_qcow2 (image, &q, &err) == -1) {
-    set_error (&r->error, "%s", err.msg);
+  if (qemu_nbd_serve_qcow2 (image, &q, err) == -1)
     return -1;
-  }
   if (asprintf (&name, "%s (qcow2, through qemu-nbd)", image) == -1) {
     name = NULL;
-    set_error (&r->error, "%s", strerror (errno));
+    bmerr_first (err, 0, "%s", strerror (errno));
   }
   else if (!copy_interrupted ()) {
-    served = nbd_size_is (q.uri, size, r) == 0 || r->wrong_size;
+    served = nbd_size_is (q.uri, size, r, err) == 0 || r->wrong_size;
     if (served && !r->wrong_size)
       ret = nbd_hash (q.uri, name, chunk, size,
-                      MAX (QEMU_NBD_READ_SIZE, chunk), digests, progress, r);
+                      MAX (QEMU_NBD_READ_SIZE, chunk), digests, progress, r,
+                      err);
   }
   status = qemu_nbd_stop (&q, &text);
-  if (name && !served && !copy_interrupted ()) {
-    /* It never served the image: qemu-nbd's words say why. */
-    qemu_error (&err, "qemu-nbd", text, status);
-    free (r->error);
-    r->error = NULL;
-    set_error (&r->error, "%s", err.msg);
-  }
+  if (name && !served && !copy_interrupted ())
+    /* It never served the image: qemu-nbd's words say why, not the
+     * connection's.
+     */
+    qemu_error (err, "qemu-nbd", text, status);
   else if (text && *text)
     bm_debug ("qemu-nbd said: %s", text);
   free (text);
@@ -438,32 +434,37 @@ image_hash (const char *image, enum image_format fmt,
             const struct sums *expect, uint64_t chunk, uint64_t size,
             uint8_t *digests, bool progress, struct image_result *r)
 {
+  struct bmerr err = { 0 };
   int ret = -1;
 
   memset (r, 0, sizeof *r);
   assert (is_power_of_2 (chunk));
   assert (!expect || (expect->chunk == chunk && expect->disk_size == size));
-  if (copy_signals_catch (&r->error) == -1)
-    return -1;
+  if (copy_signals_trap (&err) == -1)
+    goto out;
   if (is_nbd_uri (image) && fmt != IMAGE_RAW)
-    set_error (&r->error, "%s: an NBD export is read as it is, not as %s",
-               image, image_format_name (fmt));
+    bmerr_first (&err, 0, "%s: an NBD export is read as it is, not as %s",
+                 image, image_format_name (fmt));
   else if (is_nbd_uri (image)) {
-    if (nbd_size_is (image, size, r) == 0)
-      ret = nbd_hash (image, image, chunk, size, 0, digests, progress, r);
+    if (nbd_size_is (image, size, r, &err) == 0)
+      ret = nbd_hash (image, image, chunk, size, 0, digests, progress, r,
+                      &err);
   }
   else if (fmt == IMAGE_QCOW2)
-    ret = hash_qcow2 (image, chunk, size, digests, progress, r);
+    ret = hash_qcow2 (image, chunk, size, digests, progress, r, &err);
   else
-    ret = hash_raw (image, chunk, size, digests, progress, r);
+    ret = hash_raw (image, chunk, size, digests, progress, r, &err);
   if (ret == -1 && copy_interrupted ()) {
     r->interrupted = true;
-    free (r->error);
-    r->error = NULL;
+    bmerr_clear (&err);
   }
   copy_signals_release ();
   if (ret == 0 && expect)
     r->differing = count_differing (expect, digests);
+ out:
+  if (bmerr_failed (&err) &&
+      (r->error = strdup (err.msg)) == NULL)
+    r->error = strdup ("out of memory");
   return ret;
 }
 

@@ -46,7 +46,8 @@ struct image_result {
                                  * as zeroes: holes) */
   uint64_t differing;           /* with expect: chunks whose digest is
                                  * not the expected one */
-  char *error;                  /* why it failed, or NULL */
+  char *error;                  /* why it failed, or NULL: a string, as
+                                 * repo-verify.c still takes it */
 };
 
 /* Hash image, of format fmt: a file (raw: read directly, with a few

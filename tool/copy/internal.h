@@ -5,7 +5,6 @@
  *
  * copy/endpoint.c   what a source or target is, decided once
  * copy/run.c        copy_run: connect, check, list, copy, flush, close
- * copy/error.c      errors as values: the first one kept
  * copy/connect.c    NBD connections: open one, close them (bounded)
  * copy/ranges.c     the source's block status as a list of ranges
  * copy/worker.c     one thread per connection: reads, target writes
@@ -43,11 +42,11 @@
 extern bool wait_workers (pthread_mutex_t *lock, pthread_cond_t *finished,
                           const unsigned *running);
 
-/* Format an error into a new string in *errp (only the first is
- * kept: a set *errp is left as it is).
+/* Errors are values: each function that can fail takes a struct bmerr
+ * (error.h) and offers it its error with bmerr_first, so that the
+ * first one, usually the cause of the others, is what the caller
+ * reports.
  */
-extern void set_error (char **errp, const char *fs, ...)
-  __attribute__ ((format (printf, 2, 3)));
 
 /* Ranges. */
 
@@ -76,46 +75,46 @@ enum scan_mode {
 
 /* Ask the source for base:allocation over [0, size) and list in out
  * the ranges to bring to the target (see copy/ranges.c).  Adjacent
- * ranges of the same kind are merged.  -1 with *errp on failure.
+ * ranges of the same kind are merged.  -1 with err on failure.
  */
 extern int scan_ranges (struct nbd_handle *src, const char *uri,
                         uint64_t size, enum scan_mode mode,
-                        struct ranges *out, char **errp);
+                        struct ranges *out, struct bmerr *err);
 
 /* The whole disk as one data range (--full without block status). */
-extern int full_range (uint64_t size, struct ranges *out, char **errp);
+extern int full_range (uint64_t size, struct ranges *out, struct bmerr *err);
 
 /* Add to rs, as data, each chunk of chunk bytes that force[i] marks
  * (the last one ends at size), the list kept in order of offset (for
  * chunk_ranges, which must follow: the ranges may now overlap, and it
- * makes each chunk one kind).  -1 with *errp on failure.
+ * makes each chunk one kind).  -1 with err on failure.
  */
 extern int force_ranges (struct ranges *rs, const uint8_t *force,
-                         uint64_t chunk, uint64_t size, char **errp);
+                         uint64_t chunk, uint64_t size, struct bmerr *err);
 
 extern void free_ranges (struct ranges *rs);
 
 /* Widen the ranges to whole chunks of chunk bytes (the last one ends
  * at size): a chunk with a data byte in it becomes data, one made only
- * of zero ranges stays zero.  -1 with *errp on failure.
+ * of zero ranges stays zero.  -1 with err on failure.
  */
 extern int chunk_ranges (struct ranges *rs, uint64_t chunk, uint64_t size,
-                         char **errp);
+                         struct bmerr *err);
 
 /* Keep of the chunk-aligned ranges rs only the chunks i (of chunk
- * bytes) with only[i] set.  -1 with *errp on failure.
+ * bytes) with only[i] set.  -1 with err on failure.
  */
 extern int select_chunks (struct ranges *rs, uint64_t chunk,
-                          const uint8_t *only, char **errp);
+                          const uint8_t *only, struct bmerr *err);
 
 /* Connections (copy/connect.c). */
 
 /* Connect to uri; with meta, ask for base:allocation.  The handle is
  * named what ("source", "target") in libnbd's debug messages.  NULL
- * with *errp on failure.
+ * with err on failure.
  */
 extern struct nbd_handle *connect_uri (const char *what, const char *uri,
-                                       bool meta, char **errp);
+                                       bool meta, struct bmerr *err);
 
 /* Close n handles (NULL ones are skipped).  With graceful, each is
  * first disconnected (NBD_CMD_DISC) and given until
@@ -153,7 +152,7 @@ struct copy {
   pthread_cond_t finished;      /* signalled when a thread ends */
   size_t next_range;            /* the next piece of work: */
   uint64_t next_offset;         /*   offset inside that range */
-  char *error;                  /* the first error, or NULL */
+  struct bmerr error;           /* the first error, or empty */
   unsigned running;             /* threads still copying */
 
   /* Updated atomically by the threads. */

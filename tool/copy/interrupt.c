@@ -61,7 +61,7 @@ handler (int sig)
 }
 
 int
-copy_signals_catch (char **errp)
+copy_signals_trap (struct bmerr *err)
 {
   struct sigaction sa;
   SCOPED_LOCK (&catch_lock);
@@ -72,7 +72,7 @@ copy_signals_catch (char **errp)
   }
   requested = 0;
   if (pipe2 (pipe_fds, O_CLOEXEC | O_NONBLOCK) == -1) {
-    set_error (errp, "pipe: %s", strerror (errno));
+    bmerr_first (err, 0, "pipe: %s", strerror (errno));
     return -1;
   }
   memset (&sa, 0, sizeof sa);
@@ -84,6 +84,17 @@ copy_signals_catch (char **errp)
   sigaction (SIGTERM, &sa, &old_term);
   depth = 1;
   return 0;
+}
+
+int
+copy_signals_catch (char **errp)
+{
+  struct bmerr err = { 0 };
+
+  if (copy_signals_trap (&err) == 0)
+    return 0;
+  *errp = strdup (err.msg);
+  return -1;
 }
 
 void

@@ -59,14 +59,14 @@ struct nbd_target {
 static const struct target_ops nbd_ops;
 
 struct target *
-nbd_target_open (const char *uri, unsigned max_connections, char **errp)
+nbd_target_open (const char *uri, unsigned max_connections, struct bmerr *err)
 {
   struct nbd_target *n;
   int64_t v;
 
   n = calloc (1, sizeof *n);
   if (n == NULL || (n->h = calloc (max_connections, sizeof *n->h)) == NULL) {
-    set_error (errp, "%s", strerror (errno));
+    bmerr_first (err, 0, "%s", strerror (errno));
     free (n);
     return NULL;
   }
@@ -74,14 +74,14 @@ nbd_target_open (const char *uri, unsigned max_connections, char **errp)
   n->t.name = uri;
   n->max_connections = max_connections;
   n->connections = 1;
-  if ((n->h[0] = connect_uri ("target", uri, false, errp)) == NULL)
+  if ((n->h[0] = connect_uri ("target", uri, false, err)) == NULL)
     goto err;
   if (nbd_is_read_only (n->h[0]) == 1) {
-    set_error (errp, "target %s is read-only", uri);
+    bmerr_first (err, 0, "target %s is read-only", uri);
     goto err;
   }
   if ((v = nbd_get_size (n->h[0])) == -1) {
-    set_error (errp, "target %s: %s", uri, nbd_get_error ());
+    bmerr_first (err, 0, "target %s: %s", uri, nbd_get_error ());
     goto err;
   }
   n->t.size = v;
@@ -100,12 +100,12 @@ nbd_target_open (const char *uri, unsigned max_connections, char **errp)
 }
 
 static int
-nbd_target_connect (struct target *t, unsigned count, char **errp)
+nbd_target_connect (struct target *t, unsigned count, struct bmerr *err)
 {
   struct nbd_target *n = (struct nbd_target *) t;
 
   while (n->connections < count && n->connections < n->max_connections) {
-    n->h[n->connections] = connect_uri ("target", t->name, false, errp);
+    n->h[n->connections] = connect_uri ("target", t->name, false, err);
     if (n->h[n->connections] == NULL)
       return -1;
     n->connections++;
@@ -210,7 +210,7 @@ nbd_target_notify (struct target *t, unsigned conn, short revents,
 }
 
 static int
-nbd_target_flush (struct target *t, char **errp)
+nbd_target_flush (struct target *t, struct bmerr *err)
 {
   struct nbd_target *n = (struct nbd_target *) t;
   unsigned i;
@@ -219,14 +219,14 @@ nbd_target_flush (struct target *t, char **errp)
     return 0;
   for (i = 0; i < n->connections; ++i)
     if (nbd_flush (n->h[i], 0) == -1) {
-      set_error (errp, "target %s: flush: %s", t->name, nbd_get_error ());
+      bmerr_first (err, 0, "target %s: flush: %s", t->name, nbd_get_error ());
       return -1;
     }
   return 0;
 }
 
 static int
-nbd_target_commit (struct target *t, char **errp)
+nbd_target_commit (struct target *t, struct bmerr *err)
 {
   return 0;                     /* written in place, and flushed */
 }

@@ -13,9 +13,9 @@
 #include "internal.h"
 
 static int
-null_connect (struct target *t, unsigned n, char **errp)
+null_connect (struct target *t, unsigned n, struct bmerr *err)
 {
-  (void) t; (void) n; (void) errp;
+  (void) t; (void) n; (void) err;
   return 0;
 }
 
@@ -74,9 +74,9 @@ null_notify (struct target *t, unsigned conn, short revents,
 }
 
 static int
-null_flush (struct target *t, char **errp)
+null_flush (struct target *t, struct bmerr *err)
 {
-  (void) t; (void) errp;
+  (void) t; (void) err;
   return 0;
 }
 
@@ -101,12 +101,12 @@ static const struct target_ops null_ops = {
 };
 
 struct target *
-null_target_open (uint64_t size, char **errp)
+null_target_open (uint64_t size, struct bmerr *err)
 {
   struct target *t = calloc (1, sizeof *t);
 
   if (t == NULL) {
-    set_error (errp, "%s", strerror (errno));
+    bmerr_first (err, 0, "%s", strerror (errno));
     return NULL;
   }
   t->ops = &null_ops;

@@ -120,7 +120,7 @@ extent_cb (void *opaque, const char *metacontext, uint64_t offset,
 
 int
 scan_ranges (struct nbd_handle *src, const char *uri, uint64_t size,
-             enum scan_mode mode, struct ranges *out, char **errp)
+             enum scan_mode mode, struct ranges *out, struct bmerr *err)
 {
   struct scan s = { .out = out, .mode = mode, .size = size, .pos = 0 };
 
@@ -132,18 +132,18 @@ scan_ranges (struct nbd_handle *src, const char *uri, uint64_t size,
                           (nbd_extent_callback) { .callback = extent_cb,
                                                   .user_data = &s },
                           0) == -1) {
-      set_error (errp, "source %s: block status at offset %" PRIu64
-                 ": %s", uri, start, nbd_get_error ());
+      bmerr_first (err, 0, "source %s: block status at offset %" PRIu64
+                   ": %s", uri, start, nbd_get_error ());
       return -1;
     }
     if (s.failed) {
-      set_error (errp, "source %s: block status at offset %" PRIu64
-                 ": %s", uri, start, s.msg);
+      bmerr_first (err, 0, "source %s: block status at offset %" PRIu64
+                   ": %s", uri, start, s.msg);
       return -1;
     }
     if (s.pos == start) {
-      set_error (errp, "source %s: block status at offset %" PRIu64
-                 " returned no extents", uri, start);
+      bmerr_first (err, 0, "source %s: block status at offset %" PRIu64
+                   " returned no extents", uri, start);
       return -1;
     }
   }
@@ -151,10 +151,10 @@ scan_ranges (struct nbd_handle *src, const char *uri, uint64_t size,
 }
 
 int
-full_range (uint64_t size, struct ranges *out, char **errp)
+full_range (uint64_t size, struct ranges *out, struct bmerr *err)
 {
   if (add_range (out, 0, size, false) == -1) {
-    set_error (errp, "%s", strerror (ENOMEM));
+    bmerr_first (err, 0, "%s", strerror (ENOMEM));
     return -1;
   }
   return 0;
@@ -176,7 +176,8 @@ add_clipped (struct ranges *out, uint64_t *covered, uint64_t start,
 }
 
 int
-chunk_ranges (struct ranges *rs, uint64_t chunk, uint64_t size, char **errp)
+chunk_ranges (struct ranges *rs, uint64_t chunk, uint64_t size,
+              struct bmerr *err)
 {
   struct ranges out = { 0 };
   uint64_t covered = 0;
@@ -204,7 +205,7 @@ chunk_ranges (struct ranges *rs, uint64_t chunk, uint64_t size, char **errp)
   }
   if (r == -1) {
     free_ranges (&out);
-    set_error (errp, "%s", strerror (ENOMEM));
+    bmerr_first (err, 0, "%s", strerror (ENOMEM));
     return -1;
   }
   free_ranges (rs);
@@ -225,7 +226,7 @@ compare_ranges (const void *a, const void *b)
 
 int
 force_ranges (struct ranges *rs, const uint8_t *force, uint64_t chunk,
-              uint64_t size, char **errp)
+              uint64_t size, struct bmerr *err)
 {
   const uint64_t n = DIV_ROUND_UP (size, chunk);
   uint64_t i, forced = 0;
@@ -238,7 +239,7 @@ force_ranges (struct ranges *rs, const uint8_t *force, uint64_t chunk,
     return 0;
   r = realloc (rs->r, (rs->n + forced) * sizeof *r);
   if (r == NULL) {
-    set_error (errp, "%s", strerror (ENOMEM));
+    bmerr_first (err, 0, "%s", strerror (ENOMEM));
     return -1;
   }
   rs->r = r;
@@ -254,7 +255,7 @@ force_ranges (struct ranges *rs, const uint8_t *force, uint64_t chunk,
 
 int
 copy_dirty_chunks (const char *uri, uint64_t size, uint64_t chunk,
-                   uint8_t *only, char **errp)
+                   uint8_t *only, struct bmerr *err)
 {
   struct nbd_handle *h;
   struct ranges rs = { 0 };
@@ -263,16 +264,17 @@ copy_dirty_chunks (const char *uri, uint64_t size, uint64_t chunk,
   size_t i;
   int r = -1;
 
-  *errp = NULL;
-  if ((h = connect_uri ("source", uri, true, errp)) == NULL)
+  bmerr_clear (err);
+  if ((h = connect_uri ("source", uri, true, err)) == NULL)
     return -1;
   if ((v = nbd_get_size (h)) == -1)
-    set_error (errp, "%s: %s", uri, nbd_get_error ());
+    bmerr_first (err, 0, "%s: %s", uri, nbd_get_error ());
   else if ((uint64_t) v != size)
-    set_error (errp, "%s is %" PRIi64 " bytes, not %" PRIu64, uri, v, size);
+    bmerr_first (err, 0, "%s is %" PRIi64 " bytes, not %" PRIu64, uri, v,
+                 size);
   else if (nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) != 1)
-    set_error (errp, "%s does not offer base:allocation", uri);
-  else if (scan_ranges (h, uri, size, SCAN_DIRTY, &rs, errp) == 0)
+    bmerr_first (err, 0, "%s does not offer base:allocation", uri);
+  else if (scan_ranges (h, uri, size, SCAN_DIRTY, &rs, err) == 0)
     r = 0;
   close_handles (&h, 1, true);
   for (i = 0; r == 0 && i < rs.n; ++i)
@@ -285,7 +287,7 @@ copy_dirty_chunks (const char *uri, uint64_t size, uint64_t chunk,
 
 int
 select_chunks (struct ranges *rs, uint64_t chunk, const uint8_t *only,
-               char **errp)
+               struct bmerr *err)
 {
   struct ranges out = { 0 };
   size_t i;
@@ -303,7 +305,7 @@ select_chunks (struct ranges *rs, uint64_t chunk, const uint8_t *only,
   }
   if (r == -1) {
     free_ranges (&out);
-    set_error (errp, "%s", strerror (ENOMEM));
+    bmerr_first (err, 0, "%s", strerror (ENOMEM));
     return -1;
   }
   free_ranges (rs);

@@ -61,11 +61,8 @@ copy_error (struct copy *c, const char *fs, ...)
   SCOPED_LOCK (&c->workers_lock);
 
   __atomic_store_n (&c->stop, true, __ATOMIC_RELEASE);
-  if (c->error)
-    return;
   va_start (args, fs);
-  if (vasprintf (&c->error, fs, args) == -1)
-    c->error = strdup ("out of memory");
+  bmerr_vfirst (&c->error, 0, fs, args);
   va_end (args);
 }
 
@@ -103,31 +100,31 @@ open_source (struct job *j)
 
   c->src = calloc (j->max_connections, sizeof *c->src);
   if (c->src == NULL) {
-    set_error (&j->r->error, "%s", strerror (errno));
+    bmerr_first (&j->r->error, 0, "%s", strerror (errno));
     return -1;
   }
   if ((c->src[0] = connect_uri ("source", o->source, true,
                                 &j->r->error)) == NULL)
     return -1;
   if ((v = nbd_get_size (c->src[0])) == -1) {
-    set_error (&j->r->error, "source %s: %s", c->src_name,
-               nbd_get_error ());
+    bmerr_first (&j->r->error, 0, "source %s: %s", c->src_name,
+                 nbd_get_error ());
     return -1;
   }
   j->size = v;
   j->use_extents =
     nbd_can_meta_context (c->src[0], LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
   if (!o->full && !j->use_extents) {
-    set_error (&j->r->error, "source %s does not offer base:allocation, "
-               "so its dirty ranges are unknown: serve it through "
-               "nbdkit-dirtybitmap-filter with bitmap=NAME, or copy "
-               "everything with --full", c->src_name);
+    bmerr_first (&j->r->error, 0, "source %s does not offer base:allocation, "
+                 "so its dirty ranges are unknown: serve it through "
+                 "nbdkit-dirtybitmap-filter with bitmap=NAME, or copy "
+                 "everything with --full", c->src_name);
     return -1;
   }
   if (o->trim_source && nbd_can_trim (c->src[0]) != 1) {
-    set_error (&j->r->error, "source %s does not accept trim requests "
-               "(is it served read-only?), so the ranges copied cannot "
-               "be trimmed on it", c->src_name);
+    bmerr_first (&j->r->error, 0, "source %s does not accept trim requests "
+                 "(is it served read-only?), so the ranges copied cannot "
+                 "be trimmed on it", c->src_name);
     return -1;
   }
   return 0;
@@ -149,9 +146,10 @@ open_target (struct job *j)
     return -1;
   j->c.dst = t;
   if (t->size != j->size) {
-    set_error (&j->r->error, "target %s is %" PRIu64 " bytes but source %s "
-               "is %" PRIu64 " bytes: the target must be a copy of the "
-               "same disk", o->target, t->size, j->c.src_name, j->size);
+    bmerr_first (&j->r->error, 0, "target %s is %" PRIu64 " bytes but "
+                 "source %s is %" PRIu64 " bytes: the target must be a copy "
+                 "of the same disk", o->target, t->size, j->c.src_name,
+                 j->size);
     return -1;
   }
   return 0;
@@ -179,9 +177,9 @@ choose_sizes (struct job *j)
     /* A chunk is hashed from one read. */
     if ((mb && mb < c->sums->chunk) ||
         (t->max_request && t->max_request < c->sums->chunk)) {
-      set_error (&j->r->error, "the servers' largest request is smaller "
-                 "than a checksum chunk (%" PRIu64 " bytes)",
-                 c->sums->chunk);
+      bmerr_first (&j->r->error, 0, "the servers' largest request is smaller "
+                   "than a checksum chunk (%" PRIu64 " bytes)",
+                   c->sums->chunk);
       return -1;
     }
     c->request_size = c->sums->chunk;
@@ -194,7 +192,7 @@ choose_sizes (struct job *j)
 
   j->zero_buf = calloc (1, c->request_size);
   if (j->zero_buf == NULL) {
-    set_error (&j->r->error, "%s", strerror (errno));
+    bmerr_first (&j->r->error, 0, "%s", strerror (errno));
     return -1;
   }
   t->zero_buf = j->zero_buf;
@@ -230,8 +228,8 @@ choose_connections (struct job *j)
     c->connections = refuser || cpus < 1 ? 1 : MIN (cpus, AUTO_CONNECTIONS);
   }
   else if (c->connections > 1 && refuser) {
-    fprintf (stderr, "%s: copy: %s does not allow multi-conn: using "
-             "1 connection\n", prog, refuser);
+    bm_error ("copy: %s does not allow multi-conn: using "
+              "1 connection", refuser);
     c->connections = 1;
   }
   bm_debug ("copy: %u connections", c->connections);
@@ -267,10 +265,10 @@ list_ranges (struct job *j)
     ret = full_range (j->size, &j->ranges, &r->error);
   if (ret == 0 && j->c.sums &&
       DIV_ROUND_UP (j->size, j->c.sums->chunk) != j->c.sums->n) {
-    set_error (&r->error, "source %s is %" PRIu64 " bytes, not the size "
-               "its checksums describe (%" PRIu64 " chunks of %" PRIu64
-               " bytes)", j->c.src_name, j->size, j->c.sums->n,
-               j->c.sums->chunk);
+    bmerr_first (&r->error, 0, "source %s is %" PRIu64 " bytes, not the size "
+                 "its checksums describe (%" PRIu64 " chunks of %" PRIu64
+                 " bytes)", j->c.src_name, j->size, j->c.sums->n,
+                 j->c.sums->chunk);
     ret = -1;
   }
   if (ret == 0 && j->c.sums && j->c.sums->force)
@@ -372,10 +370,9 @@ copy_and_flush (struct job *j)
   r->zeroed = c->zeroed;
   r->read = c->read;
   r->unchanged = c->unchanged;
-  if (c->error) {
+  if (bmerr_failed (&c->error)) {
     progress_end (&j->p);
     r->error = c->error;
-    c->error = NULL;
     if (copy_interrupted ())
       r->interrupted = true;
     return -1;
@@ -408,7 +405,6 @@ job_close (struct job *j)
     c->dst->ops->close (c->dst, true);
   close_handles (c->src, j->max_connections, true);
   free (c->src);
-  free (c->error);
   free (j->zero_buf);
   free_ranges (&j->ranges);
   pthread_mutex_destroy (&c->workers_lock);
@@ -441,7 +437,7 @@ copy_run (const struct copy_options *o, struct copy_result *r)
   r->stage = COPY_STAGE_SETUP;
   pthread_mutex_init (&j.c.workers_lock, NULL);
   pthread_cond_init (&j.c.finished, NULL);
-  if (copy_signals_catch (&r->error) == -1)
+  if (copy_signals_trap (&r->error) == -1)
     goto out;
   j.c.wake_fd = copy_interrupt_fd ();
 
@@ -468,6 +464,5 @@ copy_run (const struct copy_options *o, struct copy_result *r)
 void
 copy_result_free (struct copy_result *r)
 {
-  free (r->error);
-  r->error = NULL;
+  bmerr_clear (&r->error);
 }

@@ -57,8 +57,8 @@ copy_summary_json (const struct copy_options *o, const struct copy_result *r)
                           json_object_new_uint64 (r->unchanged));
   json_object_object_add (j, "seconds",
                           json_object_new_double_s (r->seconds, secs));
-  json_object_object_add (j, "error", r->error
-                          ? json_object_new_string (r->error) : NULL);
+  json_object_object_add (j, "error", bmerr_failed (&r->error)
+                          ? json_object_new_string (r->error.msg) : NULL);
   return j;
 }
 
@@ -97,8 +97,8 @@ copy_print_failure (const struct copy_options *o,
 
   if (r->ok)
     return;
-  if (r->error)
-    bm_error ("copy: %s", r->error);
+  if (bmerr_failed (&r->error))
+    bm_error ("copy: %s", r->error.msg);
   if (r->interrupted) {
     if (r->sizes_known)
       bm_error ("copy interrupted: %" PRIu64 " of %" PRIu64 " %sbytes "
@@ -112,6 +112,6 @@ copy_print_failure (const struct copy_options *o,
   else if (r->stage == COPY_STAGE_FLUSH)
     bm_error ("copy incomplete: the target could not be flushed and put "
               "in place");
-  else if (r->error == NULL)
+  else if (!bmerr_failed (&r->error))
     bm_error ("copy: failed");
 }

@@ -43,9 +43,9 @@ struct target;
 
 struct target_ops {
   /* Open connections 1 .. n-1 (connection 0 is opened with the
-   * target).  -1 with *errp on failure.
+   * target).  -1 with err on failure.
    */
-  int (*connect) (struct target *t, unsigned n, char **errp);
+  int (*connect) (struct target *t, unsigned n, struct bmerr *err);
 
   /* Start writing count bytes of buf at offset, or making count bytes
    * at offset read as zeroes (count at most t->zero_size).  0: started,
@@ -77,13 +77,13 @@ struct target_ops {
   int (*notify) (struct target *t, unsigned conn, short revents,
                  const char **msg);
 
-  /* Make everything written durable.  -1 with *errp on failure. */
-  int (*flush) (struct target *t, char **errp);
+  /* Make everything written durable.  -1 with err on failure. */
+  int (*flush) (struct target *t, struct bmerr *err);
 
   /* After a successful flush: the copy is complete, put it in place
-   * (a new file gets its name).  -1 with *errp on failure.
+   * (a new file gets its name).  -1 with err on failure.
    */
-  int (*commit) (struct target *t, char **errp);
+  int (*commit) (struct target *t, struct bmerr *err);
 
   /* Close everything and free t.  graceful: the copy succeeded (an
    * NBD target is disconnected politely).  A new file that was not
@@ -109,19 +109,19 @@ struct target {
 
 /* Open a file or block device target.  With create, a missing regular
  * file is created, under a temporary name in the same directory, with
- * size bytes; commit renames it into place.  -1 with *errp on failure.
+ * size bytes; commit renames it into place.  -1 with err on failure.
  */
 extern struct target *file_target_open (const char *name, bool create,
-                                        uint64_t size, char **errp);
+                                        uint64_t size, struct bmerr *err);
 
 /* Connect to an NBD target (connection 0 of at most max_connections).
- * NULL with *errp on failure.
+ * NULL with err on failure.
  */
 extern struct target *nbd_target_open (const char *uri,
                                        unsigned max_connections,
-                                       char **errp);
+                                       struct bmerr *err);
 
 /* A target that keeps nothing (copy/null.c): a copy that only reads. */
-extern struct target *null_target_open (uint64_t size, char **errp);
+extern struct target *null_target_open (uint64_t size, struct bmerr *err);
 
 #endif /* DIRTYBITMAP_COPY_TARGET_H */
