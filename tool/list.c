@@ -177,7 +177,7 @@ print_table (const struct repo *r, const struct repo_points *ps)
   for (i = 0; i < ps->n; ++i)
     n += ps->p[i].n;
   if ((rows = calloc (n + 1, sizeof *rows)) == NULL) {
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   for (i = 0, n = 0; i < ps->n; ++i)

@@ -150,15 +150,15 @@ prepare (struct prune *st)
     return -1;
   }
   if (finished)
-    fprintf (stderr, "%s: prune: %s: finished the removal of point %s, "
-             "begun by a prune that did not complete%s\n", prog, st->dir,
-             finished, repo_mended_note (mended, note, sizeof note));
+    bm_error ("prune: %s: finished the removal of point %s, begun by a "
+              "prune that did not complete%s", st->dir, finished,
+              repo_mended_note (mended, note, sizeof note));
   free (finished);
   times = calloc (st->ps.n + 1, sizeof *times);
   st->marks = calloc (st->ps.n + 1, sizeof *st->marks);
   if (times == NULL || st->marks == NULL) {
     free (times);
-    perror (prog);
+    bm_error ("%m");
     return -1;
   }
   for (i = 0; i < st->ps.n; ++i)
@@ -168,7 +168,7 @@ prepare (struct prune *st)
       bm_error ("prune: point %s: its time %s is not a time",
                 st->ps.p[bad].name, st->ps.p[bad].time);
     else
-      perror (prog);
+      bm_error ("%m");
     free (times);
     return -1;
   }

@@ -208,7 +208,7 @@ repo_mend_fold (const struct repo *r, const char *disk, const char *point,
                 const char *p_image, const char *s_image, uint64_t *mended,
                 struct bmerr *err)
 {
-  char *rel = repo_sums_rel (disk, point), *path = NULL, *error = NULL;
+  char *rel = repo_sums_rel (disk, point), *path = NULL;
   struct held ph = { 0 }, sh = { 0 };
   struct sums *s = NULL;
   int ret = -1;
@@ -216,9 +216,8 @@ repo_mend_fold (const struct repo *r, const char *disk, const char *point,
   *mended = 0;
   if (rel == NULL || (path = repo_path (r, rel)) == NULL)
     bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
-  else if (sums_read (path, &s, &error) == -1)
-    bmerr_set (err, EINVAL, "point %s, disk %s: %s", point, disk,
-               error ? error : strerror (ENOMEM));
+  else if (sums_load (path, &s, err) == -1)
+    bmerr_prefix (err, "point %s, disk %s", point, disk);
   else if ((ph.bits = calloc (s->n / 8 + 1, 1)) == NULL ||
            (sh.bits = calloc (s->n / 8 + 1, 1)) == NULL)
     bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
@@ -231,7 +230,6 @@ repo_mend_fold (const struct repo *r, const char *disk, const char *point,
   free (ph.bits);
   free (sh.bits);
   sums_free (s);
-  free (error);
   free (path);
   free (rel);
   return ret;

@@ -51,7 +51,7 @@ struct vdisk {
   struct sums *sums;
   uint8_t *digests;
   bool hashed;                  /* every chunk read and compared */
-  char *error;                  /* or why it could not be */
+  struct bmerr error;           /* why it could not be, if it failed */
   uint64_t differing;           /* chunks */
   struct repo_source *src;      /* with differing: where it read from */
   size_t nsrc;
@@ -84,14 +84,9 @@ fail (struct vdisk *v, const char *fs, ...)
 {
   va_list args;
 
-  if (v->error)
-    return;
   va_start (args, fs);
-  if (vasprintf (&v->error, fs, args) == -1)
-    v->error = NULL;
+  bmerr_vfirst (&v->error, 0, fs, args);
   va_end (args);
-  if (v->error == NULL)
-    v->error = strdup ("out of memory");
 }
 
 /*----------------------------------------------------------------------
@@ -103,7 +98,6 @@ static int
 load_sums (const struct vrun *run, const struct repo_point *p,
            struct vdisk *v)
 {
-  char *error = NULL;
   const struct sums *s;
 
   if ((v->sums_path = repo_path (&run->repo, v->d->sums)) == NULL ||
@@ -111,11 +105,8 @@ load_sums (const struct vrun *run, const struct repo_point *p,
     fail (v, "%s", strerror (ENOMEM));
     return -1;
   }
-  if (sums_read (v->sums_path, &v->sums, &error) == -1) {
-    fail (v, "%s", error ? error : strerror (ENOMEM));
-    free (error);
+  if (sums_load (v->sums_path, &v->sums, &v->error) == -1)
     return -1;
-  }
   s = v->sums;
   if (s->disk_size != v->d->size || s->chunk != v->d->chunk ||
       strcmp (s->checkpoint, p->name) != 0) {
@@ -155,8 +146,8 @@ read_disk (struct vrun *run, const struct repo_point *p, struct vdisk *v)
     fail (v, "%s is %" PRIu64 " bytes, but its record and checksums say %"
           PRIu64, v->image, r.size, v->d->size);
   else if (!r.interrupted)
-    fail (v, "%s", r.error ? r.error : "not read to the end");
-  image_result_free (&r);
+    fail (v, "%s", bmerr_failed (&r.error) ? r.error.msg
+          : "not read to the end");
   if (r.interrupted)
     return -1;
   if (v->differing && repo_sources (&run->repo, v->d, &v->src, &v->nsrc,
@@ -173,7 +164,6 @@ free_vdisk (struct vdisk *v)
   free (v->sums_path);
   sums_free (v->sums);
   free (v->digests);
-  free (v->error);
   repo_sources_free (v->src, v->nsrc);
 }
 
@@ -366,9 +356,9 @@ static void
 say_disk (const struct vrun *run, const struct repo_point *p,
           const struct vdisk *v)
 {
-  if (v->error)
+  if (bmerr_failed (&v->error))
     bm_error ("verify: point %s, disk %s: %s", p->name, v->d->name,
-              v->error);
+              v->error.msg);
   else if (v->differing)
     bm_error ("verify: point %s, disk %s: %" PRIu64 " of %" PRIu64
               " chunks read from %s differ from its checksums %s:",
@@ -416,15 +406,16 @@ conclude (struct vrun *run, size_t k, struct vdisk *v, size_t n)
   for (i = 0; i < n; ++i) {
     say_disk (run, p, &v[i]);
     from = nbad;
-    if (!v[i].error && !v[i].differing)
+    if (!bmerr_failed (&v[i].error) && !v[i].differing)
       continue;
     nomem |= bad_ranges (p, &v[i], &bad, &nbad) == -1;
     read_bad |= v[i].hashed;
     for (; from < nbad; ++from)
       if (v[i].hashed || run->json)
         say_bad (run, k, &bad[from], v[i].d->chunk, list);
-    if (v[i].error && run->json)
-      json_object_array_add (errors, json_object_new_string (v[i].error));
+    if (bmerr_failed (&v[i].error) && run->json)
+      json_object_array_add (errors,
+                             json_object_new_string (v[i].error.msg));
   }
   if (nomem)
     bmerr_set (&err, ENOMEM, "%s", strerror (ENOMEM));
@@ -444,9 +435,8 @@ conclude (struct vrun *run, size_t k, struct vdisk *v, size_t n)
     list = errors = NULL;
   }
   if (read_bad && k == run->all.n - 1)
-    fprintf (stderr, "%s: verify: point %s is the newest: the next backup "
-             "into %s copies what is bad in it again\n", prog, p->name,
-             run->repo.dir);
+    bm_error ("verify: point %s is the newest: the next backup into %s "
+              "copies what is bad in it again", p->name, run->repo.dir);
   json_object_put (list);
   json_object_put (errors);
   free (bad);
@@ -583,9 +573,8 @@ begin (struct vrun *run)
     return -1;
   }
   if (run->resume && run->since == NULL)
-    fprintf (stderr, "%s: verify: --resume: %s has no verify of every "
-             "point to resume: verifying every point\n", prog,
-             run->repo.dir);
+    bm_error ("verify: --resume: %s has no verify of every point to "
+              "resume: verifying every point", run->repo.dir);
   return 0;
 }
 
@@ -611,7 +600,6 @@ verify_repo (const char *spec, bool progress, bool json, bool resume)
                       .json = json, .resume = resume,
                       .points = json_object_new_array () };
   struct bmerr err = { 0 };
-  char *error = NULL;
   size_t only;
   int status = EXIT_FAILURE;
 
@@ -622,9 +610,8 @@ verify_repo (const char *spec, bool progress, bool json, bool resume)
                "(DIR, without @POINT)");
     goto out;
   }
-  if (copy_signals_catch (&error) == -1) {
-    bm_error ("verify: %s", error);
-    free (error);
+  if (copy_signals_trap (&err) == -1) {
+    bm_error ("verify: %s", err.msg);
     goto out;
   }
   if (only == run.all.n && begin (&run) == 0) {

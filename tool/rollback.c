@@ -467,8 +467,8 @@ hash_chunks (const struct rollback *rb, size_t i)
   }
   else if (!ir.interrupted)
     bm_error ("rollback: disk %s: reading %s: %s", j->d->name, j->target,
-              ir.error ? ir.error : "it is not the disk's size");
-  image_result_free (&ir);
+              bmerr_failed (&ir.error) ? ir.error.msg
+              : "it is not the disk's size");
   free (digests);
   return r;
 }

@@ -265,17 +265,6 @@ sums_load_header (const char *path, struct sums **out, struct bmerr *err)
   return read_set (path, true, out, err);
 }
 
-int
-sums_read (const char *path, struct sums **out, char **error)
-{
-  struct bmerr err = { 0 };
-
-  if (read_set (path, false, out, &err) == 0)
-    return 0;
-  *error = strdup (err.msg);
-  return -1;
-}
-
 static int
 write_all (int fd, const void *buf, size_t len)
 {

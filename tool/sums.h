@@ -102,11 +102,6 @@ extern int sums_load (const char *path, struct sums **out,
                       struct bmerr *err);
 extern int sums_load_header (const char *path, struct sums **out,
                              struct bmerr *err);
-/* sums_load with the error a malloced string in *error (NULL: out of
- * memory): for the callers that do not carry a struct bmerr yet
- * (repo-verify.c).
- */
-extern int sums_read (const char *path, struct sums **out, char **error);
 
 /* Write s to path atomically (path.tmp, synced, renamed, the
  * directory synced): 0, or -1 with err.  The same in two steps:

@@ -149,7 +149,8 @@ print_failure (const char *image, const char *sums_path,
   else if (r->interrupted)
     bm_error ("verify: interrupted: %s not checked to the end", image);
   else
-    bm_error ("verify: %s", r->error ? r->error : "failed");
+    bm_error ("verify: %s", bmerr_failed (&r->error) ? r->error.msg
+              : "failed");
 }
 
 int
@@ -224,7 +225,6 @@ do_verify (int argc, char *argv[])
     print_result (image, s, digests, &r, json);
     status = r.differing ? EXIT_FAILURE : EXIT_SUCCESS;
   }
-  image_result_free (&r);
   free (digests);
   sums_free (s);
   if (fflush (stdout) == EOF)

@@ -206,9 +206,9 @@ finish_removal (struct set *s, struct points *p)
   }
   repo_share (&p->r);
   if (name)
-    fprintf (stderr, "%s: backup: %s: finished the removal of point %s, "
-             "begun by a prune that did not complete%s\n", prog, p->r.dir,
-             name, repo_mended_note (mended, note, sizeof note));
+    bm_error ("backup: %s: finished the removal of point %s, begun by a "
+              "prune that did not complete%s", p->r.dir, name,
+              repo_mended_note (mended, note, sizeof note));
   free (name);
   return 0;
 }

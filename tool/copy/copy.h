@@ -140,10 +140,6 @@ extern void copy_result_free (struct copy_result *r);
  * when the outermost catch begins.  -1 with err on failure.
  */
 extern int copy_signals_trap (struct bmerr *err);
-/* The same, the error a malloced string in *errp: for the callers that
- * do not carry a struct bmerr yet (repo-verify.c).
- */
-extern int copy_signals_catch (char **errp);
 extern void copy_signals_release (void);
 /* Stop every copy running, as a signal would (while caught). */
 extern void copy_stop_all (void);

@@ -462,15 +462,6 @@ image_hash (const char *image, enum image_format fmt,
   if (ret == 0 && expect)
     r->differing = count_differing (expect, digests);
  out:
-  if (bmerr_failed (&err) &&
-      (r->error = strdup (err.msg)) == NULL)
-    r->error = strdup ("out of memory");
+  r->error = err;
   return ret;
-}
-
-void
-image_result_free (struct image_result *r)
-{
-  free (r->error);
-  r->error = NULL;
 }

@@ -7,8 +7,7 @@
  *   uint8_t *d = malloc (s->n * SUMS_DIGEST);
  *   struct image_result r;
  *   image_hash ("backup.img", IMAGE_RAW, s, s->chunk, s->disk_size, d,
- *               false, &r);    (0: d holds every digest)
- *   image_result_free (&r);
+ *               false, &r);    (0: d holds every digest; else r.error)
  *
  * An image's format is what the caller says, never what its content
  * looks like: a raw image holds a guest's disk, and a guest may write
@@ -22,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "error.h"
 #include "sums.h"
 
 enum image_format {
@@ -46,8 +46,7 @@ struct image_result {
                                  * as zeroes: holes) */
   uint64_t differing;           /* with expect: chunks whose digest is
                                  * not the expected one */
-  char *error;                  /* why it failed, or NULL: a string, as
-                                 * repo-verify.c still takes it */
+  struct bmerr error;           /* why it failed, if it did */
 };
 
 /* Hash image, of format fmt: a file (raw: read directly, with a few
@@ -58,14 +57,12 @@ struct image_result {
  * With expect (of the same size and chunk), r->differing counts the
  * chunks whose digest is not expect's.  progress: the copy engine's
  * progress display on stderr.  SIGINT and SIGTERM stop it (see
- * copy_signals_catch).  Returns 0 when every digest is filled, -1
+ * copy_signals_trap).  Returns 0 when every digest is filled, -1
  * otherwise: r->wrong_size, r->interrupted, or r->error says why.
- * Free r with image_result_free.
  */
 extern int image_hash (const char *image, enum image_format fmt,
                        const struct sums *expect, uint64_t chunk,
                        uint64_t size, uint8_t *digests, bool progress,
                        struct image_result *r);
-extern void image_result_free (struct image_result *r);
 
 #endif /* DIRTYBITMAP_COPY_IMAGE_H */

@@ -86,17 +86,6 @@ copy_signals_trap (struct bmerr *err)
   return 0;
 }
 
-int
-copy_signals_catch (char **errp)
-{
-  struct bmerr err = { 0 };
-
-  if (copy_signals_trap (&err) == 0)
-    return 0;
-  *errp = strdup (err.msg);
-  return -1;
-}
-
 void
 copy_signals_release (void)
 {
