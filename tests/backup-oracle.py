@@ -12,6 +12,11 @@
 #   backup-oracle.py cut SOCKET LOG ARGS-JSON
 #       Send backup-begin with ARGS-JSON on the control socket; append
 #       "cut SEND RECV" to LOG around it; fail if it fails.
+#   backup-oracle.py straddled CUTLOG WRITELOG...
+#       Exit 0 if a write straddled the last cut (as check requires),
+#       1 if none did, 2 if that cannot be told yet: no write started
+#       after the cut's reply has completed (those before it may still
+#       be in flight).
 #   backup-oracle.py check [--window] TARGET BLOCKS CUTLOG WRITELOG...
 #       Every block of TARGET must hold a version the last cut allows:
 #       no older than the last write to it completed before the cut was
@@ -107,6 +112,19 @@ def cut(sock, log, args):
         out.write("cut %d %d\n" % (send, recv))
 
 
+def times_of(writelogs):
+    return [tuple(int(x) for x in line.split()[2:4])
+            for log in writelogs for line in open(log)]
+
+
+def straddled(cutlog, writelogs):
+    send, recv = [int(x) for x in open(cutlog).read().split()[-2:]]
+    times = times_of(writelogs)
+    if any(s < send and e > recv for s, e in times):
+        sys.exit(0)
+    sys.exit(1 if any(s > recv for s, e in times) else 2)
+
+
 def check(target, blocks, cutlog, writelogs, window):
     send, recv = [int(x) for x in open(cutlog).read().split()[-2:]]
     writes = {}
@@ -158,6 +176,8 @@ if __name__ == "__main__":
               sys.argv[6], int(sys.argv[7]) if len(sys.argv) > 7 else 16)
     elif cmd == "cut":
         cut(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "straddled":
+        straddled(sys.argv[2], sys.argv[3:])
     elif cmd == "check":
         window = sys.argv[2] == "--window"
         args = sys.argv[3:] if window else sys.argv[2:]
