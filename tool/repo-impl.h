@@ -33,6 +33,9 @@ extern int repo_sync_dir (const struct repo *r, const char *rel,
  */
 extern int repo_lock_records (const struct repo *r, struct bmerr *err);
 
+/* The string at key of o, or NULL if it is not one. */
+extern const char *repo_json_str (json_object *o, const char *key);
+
 /* Read the JSON file path (at most 1 MiB): NULL with err. */
 extern json_object *repo_read_json (const char *path, struct bmerr *err);
 

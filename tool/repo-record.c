@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* repo-record.c: the records of a repository's points (repo.h):
- * read and checked field by field, chosen, written ("verified", what
- * verify records, is repo-verified.c's). */
+ * read and checked field by field, chosen, written; "verified", the
+ * result that verify records (repo-verified.c), among their fields.
+ */
 
 #include <config.h>
 
@@ -40,8 +41,8 @@ damaged (struct bmerr *err, const char *path, const char *fs, ...)
   bmerr_set (err, EINVAL, "%s: damaged: %s", path, what);
 }
 
-static const char *
-get_str (json_object *o, const char *key)
+const char *
+repo_json_str (json_object *o, const char *key)
 {
   json_object *v;
 
@@ -96,7 +97,7 @@ static int
 check_file (const char *path, json_object *o, size_t i, const char *key,
             const char *want, struct bmerr *err)
 {
-  const char *v = get_str (o, key);
+  const char *v = repo_json_str (o, key);
 
   if (want == NULL) {
     bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
@@ -114,7 +115,7 @@ static int
 parse_disk (const char *path, const char *point, json_object *o, size_t i,
             struct repo_disk *d, struct bmerr *err)
 {
-  const char *name = get_str (o, "name"), *mode = get_str (o, "mode");
+  const char *name = repo_json_str (o, "name"), *mode = repo_json_str (o, "mode");
 
   if (!json_object_is_type (o, json_type_object))
     damaged (err, path, "disks[%zu] is not an object", i);
@@ -179,15 +180,15 @@ parse_point (const char *path, const char *name, json_object *j,
              struct repo_point *p, struct bmerr *err)
 {
   json_object *v = NULL, *base = NULL, *disks = NULL, *verified = NULL;
-  const char *t = get_str (j, "time");
+  const char *t = repo_json_str (j, "time");
 
   memset (p, 0, sizeof *p);
   if (!json_object_object_get_ex (j, "format", &v) ||
       !json_object_is_type (v, json_type_int) ||
       json_object_get_int64 (v) != REPO_FORMAT)
     damaged (err, path, "\"format\" is not %d", REPO_FORMAT);
-  else if (get_str (j, "name") == NULL ||
-           strcmp (get_str (j, "name"), name) != 0)
+  else if (repo_json_str (j, "name") == NULL ||
+           strcmp (repo_json_str (j, "name"), name) != 0)
     damaged (err, path, "\"name\" is not \"%s\", the name of its file",
              name);
   else if (!repo_valid_time (t))
@@ -444,4 +445,137 @@ repo_point_write (const struct repo *r, const struct repo_point *p,
   free (rel);
   json_object_put (j);
   return ret;
+}
+
+/*----------------------------------------------------------------------
+ * "verified" in a record.
+ */
+
+/* Entry i of "differing": a range of one of p's disks. */
+static int
+parse_bad (const char *path, json_object *o, size_t i, struct repo_point *p,
+           struct bmerr *err)
+{
+  struct repo_bad *b = &p->bad[i];
+  const char *disk = repo_json_str (o, "disk"), *in = repo_json_str (o, "in");
+  const struct repo_disk *d = disk ? repo_point_disk (p, disk) : NULL;
+  json_object *v = NULL;
+
+  if (!json_object_is_type (o, json_type_object) || d == NULL ||
+      get_u64 (o, "offset", 0, &b->offset) == -1 ||
+      get_u64 (o, "length", 0, &b->length) == -1 || b->length == 0 ||
+      b->offset >= d->size || b->length > d->size - b->offset ||
+      !json_object_object_get_ex (o, "in", &v) ||
+      (v && (in == NULL || repo_check_point_name (in, NULL) == -1))) {
+    bmerr_set (err, EINVAL, "%s: damaged: verified.differing[%zu] is not "
+               "{\"disk\", \"offset\", \"length\", \"in\"} of a range of "
+               "one of its disks", path, i);
+    return -1;
+  }
+  if ((b->disk = strdup (disk)) == NULL || (in && (b->in = strdup (in))
+                                            == NULL)) {
+    bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
+    return -1;
+  }
+  return 0;
+}
+
+static int
+parse_differing (const char *path, json_object *list, struct repo_point *p,
+                 struct bmerr *err)
+{
+  size_t i, n;
+
+  if (list == NULL)
+    return 0;
+  if (!json_object_is_type (list, json_type_array) || p->verified_ok ||
+      (n = json_object_array_length (list)) > REPO_MAX_BAD + p->n) {
+    bmerr_set (err, EINVAL, "%s: damaged: verified.differing is not a list "
+               "of at most %zu ranges of a point found bad", path,
+               REPO_MAX_BAD + p->n);
+    return -1;
+  }
+  if (n && (p->bad = calloc (n, sizeof *p->bad)) == NULL) {
+    bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
+    return -1;
+  }
+  for (i = 0; i < n; ++i) {
+    p->nbad = i + 1;
+    if (parse_bad (path, json_object_array_get_idx (list, i), i, p, err)
+        == -1)
+      return -1;
+  }
+  return 0;
+}
+
+int
+repo_verified_parse (const char *path, json_object *v, struct repo_point *p,
+                     struct bmerr *err)
+{
+  json_object *ok, *list = NULL;
+  const char *t;
+
+  if (v == NULL)
+    return 0;
+  t = repo_json_str (v, "time");
+  if (!json_object_is_type (v, json_type_object) || !repo_valid_time (t) ||
+      !json_object_object_get_ex (v, "ok", &ok) ||
+      !json_object_is_type (ok, json_type_boolean)) {
+    bmerr_set (err, EINVAL, "%s: damaged: \"verified\" is not null or "
+               "{\"time\", \"ok\"}", path);
+    return -1;
+  }
+  p->verified = true;
+  p->verified_ok = json_object_get_boolean (ok);
+  if ((p->verified_time = strdup (t)) == NULL) {
+    bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
+    return -1;
+  }
+  json_object_object_get_ex (v, "differing", &list);
+  return parse_differing (path, list, p, err);
+}
+
+void
+repo_verified_free (struct repo_point *p)
+{
+  size_t i;
+
+  for (i = 0; i < p->nbad; ++i) {
+    free (p->bad[i].disk);
+    free (p->bad[i].in);
+  }
+  free (p->bad);
+  free (p->verified_time);
+  p->bad = NULL;
+  p->nbad = 0;
+  p->verified_time = NULL;
+  p->verified = false;
+}
+
+json_object *
+repo_verified_json (const struct repo_point *p)
+{
+  json_object *v, *list;
+  size_t i;
+
+  if (!p->verified)
+    return NULL;
+  v = json_object_new_object ();
+  json_object_object_add (v, "time", json_object_new_string (p->verified_time));
+  json_object_object_add (v, "ok", json_object_new_boolean (p->verified_ok));
+  if (p->nbad == 0)
+    return v;
+  list = json_object_new_array ();
+  for (i = 0; i < p->nbad; ++i) {
+    const struct repo_bad *b = &p->bad[i];
+    json_object *o = json_object_new_object ();
+    json_object_object_add (o, "disk", json_object_new_string (b->disk));
+    json_object_object_add (o, "offset", json_object_new_uint64 (b->offset));
+    json_object_object_add (o, "length", json_object_new_uint64 (b->length));
+    json_object_object_add (o, "in",
+                            b->in ? json_object_new_string (b->in) : NULL);
+    json_object_array_add (list, o);
+  }
+  json_object_object_add (v, "differing", list);
+  return v;
 }

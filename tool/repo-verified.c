@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* repo-verified.c: what verify keeps in a repository (repo.h): each
- * point's result in its record ("verified": the time, ok, and the
- * ranges found bad with the point whose image held them), the session
+ * point's result recorded in its record (whose "verified" field
+ * repo-record.c reads and writes: the time, ok, and the ranges found
+ * bad with the point whose image held them), the session
  * of a verify of every point (DIR/verify.json), and where each range
  * of a point's disk reads from (the images of its chain), which tells
  * the points that read through a bad cluster and what a backup heals.
@@ -12,7 +13,10 @@
  * or the new one; and every rewrite by a reader is one
  * read-modify-write under flock(2) on DIR/points, exclusive, so two
  * verifies never lose each other's result nor share a temporary file.
- * Writers (backup) hold the exclusive lock of DIR: no verify runs then.
+ * A backup runs beside (it holds DIR/lock shared too): it writes only
+ * its new point's record, and removes what it finds left in DIR/points
+ * under that same flock; a prune, which rewrites records too, holds
+ * DIR/lock alone.
  */
 
 #include <config.h>
@@ -37,164 +41,6 @@
 #include "util.h"
 
 #define SESSION "verify.json"
-
-/*----------------------------------------------------------------------
- * "verified" in a record.
- */
-
-static const char *
-get_str (json_object *o, const char *key)
-{
-  json_object *v;
-
-  if (json_object_object_get_ex (o, key, &v) &&
-      json_object_is_type (v, json_type_string))
-    return json_object_get_string (v);
-  return NULL;
-}
-
-/* A number that is not negative: -1 if missing or not one. */
-static int
-get_count (json_object *o, const char *key, uint64_t *out)
-{
-  json_object *v;
-
-  if (!json_object_object_get_ex (o, key, &v) ||
-      !json_object_is_type (v, json_type_int) ||
-      json_object_get_int64 (v) < 0)
-    return -1;
-  *out = json_object_get_int64 (v);
-  return 0;
-}
-
-/* Entry i of "differing": a range of one of p's disks. */
-static int
-parse_bad (const char *path, json_object *o, size_t i, struct repo_point *p,
-           struct bmerr *err)
-{
-  struct repo_bad *b = &p->bad[i];
-  const char *disk = get_str (o, "disk"), *in = get_str (o, "in");
-  const struct repo_disk *d = disk ? repo_point_disk (p, disk) : NULL;
-  json_object *v = NULL;
-
-  if (!json_object_is_type (o, json_type_object) || d == NULL ||
-      get_count (o, "offset", &b->offset) == -1 ||
-      get_count (o, "length", &b->length) == -1 || b->length == 0 ||
-      b->offset >= d->size || b->length > d->size - b->offset ||
-      !json_object_object_get_ex (o, "in", &v) ||
-      (v && (in == NULL || repo_check_point_name (in, NULL) == -1))) {
-    bmerr_set (err, EINVAL, "%s: damaged: verified.differing[%zu] is not "
-               "{\"disk\", \"offset\", \"length\", \"in\"} of a range of "
-               "one of its disks", path, i);
-    return -1;
-  }
-  if ((b->disk = strdup (disk)) == NULL || (in && (b->in = strdup (in))
-                                            == NULL)) {
-    bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
-    return -1;
-  }
-  return 0;
-}
-
-static int
-parse_differing (const char *path, json_object *list, struct repo_point *p,
-                 struct bmerr *err)
-{
-  size_t i, n;
-
-  if (list == NULL)
-    return 0;
-  if (!json_object_is_type (list, json_type_array) || p->verified_ok ||
-      (n = json_object_array_length (list)) > REPO_MAX_BAD + p->n) {
-    bmerr_set (err, EINVAL, "%s: damaged: verified.differing is not a list "
-               "of at most %zu ranges of a point found bad", path,
-               REPO_MAX_BAD + p->n);
-    return -1;
-  }
-  if (n && (p->bad = calloc (n, sizeof *p->bad)) == NULL) {
-    bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
-    return -1;
-  }
-  for (i = 0; i < n; ++i) {
-    p->nbad = i + 1;
-    if (parse_bad (path, json_object_array_get_idx (list, i), i, p, err)
-        == -1)
-      return -1;
-  }
-  return 0;
-}
-
-int
-repo_verified_parse (const char *path, json_object *v, struct repo_point *p,
-                     struct bmerr *err)
-{
-  json_object *ok, *list = NULL;
-  const char *t;
-
-  if (v == NULL)
-    return 0;
-  t = get_str (v, "time");
-  if (!json_object_is_type (v, json_type_object) || !repo_valid_time (t) ||
-      !json_object_object_get_ex (v, "ok", &ok) ||
-      !json_object_is_type (ok, json_type_boolean)) {
-    bmerr_set (err, EINVAL, "%s: damaged: \"verified\" is not null or "
-               "{\"time\", \"ok\"}", path);
-    return -1;
-  }
-  p->verified = true;
-  p->verified_ok = json_object_get_boolean (ok);
-  if ((p->verified_time = strdup (t)) == NULL) {
-    bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
-    return -1;
-  }
-  json_object_object_get_ex (v, "differing", &list);
-  return parse_differing (path, list, p, err);
-}
-
-void
-repo_verified_free (struct repo_point *p)
-{
-  size_t i;
-
-  for (i = 0; i < p->nbad; ++i) {
-    free (p->bad[i].disk);
-    free (p->bad[i].in);
-  }
-  free (p->bad);
-  free (p->verified_time);
-  p->bad = NULL;
-  p->nbad = 0;
-  p->verified_time = NULL;
-  p->verified = false;
-}
-
-json_object *
-repo_verified_json (const struct repo_point *p)
-{
-  json_object *v, *list;
-  size_t i;
-
-  if (!p->verified)
-    return NULL;
-  v = json_object_new_object ();
-  json_object_object_add (v, "time", json_object_new_string (p->verified_time));
-  json_object_object_add (v, "ok", json_object_new_boolean (p->verified_ok));
-  if (p->nbad == 0)
-    return v;
-  list = json_object_new_array ();
-  for (i = 0; i < p->nbad; ++i) {
-    const struct repo_bad *b = &p->bad[i];
-    json_object *o = json_object_new_object ();
-    json_object_object_add (o, "disk", json_object_new_string (b->disk));
-    json_object_object_add (o, "offset", json_object_new_uint64 (b->offset));
-    json_object_object_add (o, "length", json_object_new_uint64 (b->length));
-    json_object_object_add (o, "in",
-                            b->in ? json_object_new_string (b->in) : NULL);
-    json_object_array_add (list, o);
-  }
-  json_object_object_add (v, "differing", list);
-  return v;
-}
 
 /*----------------------------------------------------------------------
  * Recording a result.
@@ -292,7 +138,7 @@ session_start (const struct repo *r, struct bmerr *err)
   if (path == NULL)
     bmerr_set (err, ENOMEM, "%s", strerror (ENOMEM));
   else if ((j = repo_read_json (path, err)) != NULL) {
-    t = get_str (j, "started");
+    t = repo_json_str (j, "started");
     if (!repo_valid_time (t))
       bmerr_set (err, EINVAL, "%s: damaged: \"started\" is not a time",
                  path);
