@@ -218,7 +218,8 @@ dirtybitmap_after_fork (nbdkit_backend *b)
     filter_error ("cannot start the liveness thread: %m");
     return -1;
   }
-  return restore_start (b, params.export_name, give_up);
+  restore_start (give_up);
+  return restore_fill_start (b, params.export_name);
 }
 
 static void
@@ -226,6 +227,7 @@ dirtybitmap_cleanup (nbdkit_backend *b)
 {
   control_close ();
   liveness_stop ();
+  restore_fill_stop ();
   restore_stop ();
   store_close ();
 }

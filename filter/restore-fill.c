@@ -128,7 +128,7 @@ static struct {
   uint64_t offset, end;
   size_t n;
   struct source_extent ex[FILL_MAP_EXTENTS];
-} map;
+} smap;
 
 static int64_t
 now_ns (void)
@@ -195,19 +195,19 @@ ask_map (uint64_t start, int *err)
   struct bmerr e;
   size_t k, nr = FILL_MAP_EXTENTS;
 
-  if (source_map (rs.src, start, MIN (rs.size - start, FILL_MAP), map.ex, &nr,
+  if (source_map (rs.src, start, MIN (rs.size - start, FILL_MAP), smap.ex, &nr,
                   fill_stopping, &e) == -1) {
     if (e.errnum != ESHUTDOWN)
       nbdkit_error ("dirtybitmap: %s", e.msg);
     *err = e.errnum == ESHUTDOWN ? ESHUTDOWN : EIO;
-    map.n = 0;
-    map.offset = map.end = 0;
+    smap.n = 0;
+    smap.offset = smap.end = 0;
     return -1;
   }
-  map.n = nr;
-  map.offset = map.end = start;
+  smap.n = nr;
+  smap.offset = smap.end = start;
   for (k = 0; k < nr; ++k)
-    map.end += map.ex[k].length;
+    smap.end += smap.ex[k].length;
   return 0;
 }
 
@@ -223,10 +223,10 @@ map_zero (uint64_t g, size_t *k, uint64_t *pos)
 
   if (!zeroes)
     return false;
-  while (*k < map.n && *pos + map.ex[*k].length <= start)
-    *pos += map.ex[(*k)++].length;
-  return *k < map.n && map.ex[*k].zero &&
-    granule_end (g) <= *pos + map.ex[*k].length;
+  while (*k < smap.n && *pos + smap.ex[*k].length <= start)
+    *pos += smap.ex[(*k)++].length;
+  return *k < smap.n && smap.ex[*k].zero &&
+    granule_end (g) <= *pos + smap.ex[*k].length;
 }
 
 /* The step from granule a (not restored), up to limit: a run of
@@ -243,10 +243,10 @@ plan_step (uint64_t a, uint64_t limit, struct step *st, int *err)
   uint64_t pos, g, gap = 0;
   size_t k = 0;
 
-  if (zeroes && (start < map.offset || start >= map.end) &&
+  if (zeroes && (start < smap.offset || start >= smap.end) &&
       ask_map (start, err) == -1)
     return -1;
-  pos = map.offset;
+  pos = smap.offset;
   st->a = st->b = a;
   st->zeromask = 0;
   st->zero = map_zero (a, &k, &pos);
@@ -698,7 +698,7 @@ close_below (void)
   }
 }
 
-int
+static int
 fill_start (nbdkit_backend *backend, const char *export_name,
             struct bmerr *err)
 {
@@ -730,8 +730,22 @@ fill_start (nbdkit_backend *backend, const char *export_name,
   return 0;
 }
 
+int
+restore_fill_start (nbdkit_backend *backend, const char *export_name)
+{
+  struct bmerr err;
+
+  if (!restore_active ())
+    return 0;
+  if (fill_start (backend, export_name, &err) == -1) {
+    nbdkit_error ("dirtybitmap: restore-from=%s: %s", rs.source, err.msg);
+    return -1;
+  }
+  return 0;
+}
+
 void
-fill_stop (void)
+restore_fill_stop (void)
 {
   if (!started)
     return;

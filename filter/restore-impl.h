@@ -83,13 +83,10 @@ extern int fill_write (nbdkit_next *next, uint64_t a, uint64_t b,
 /* Granules [a, b] are restored (their data durable below). */
 extern void mark_restored (uint64_t a, uint64_t b);
 
-/* The fill (restore-fill.c), and the end of the restore once every
- * granule is restored (restore.c), called by the fill with no request
- * of its own in flight.
+/* The fill (restore-fill.c; restore.h starts and stops it), and the
+ * end of the restore once every granule is restored (restore.c),
+ * called by the fill with no request of its own in flight.
  */
-extern int fill_start (nbdkit_backend *backend, const char *export_name,
-                       struct bmerr *err);
-extern void fill_stop (void);
 /* The fill is told to stop (at .cleanup). */
 extern bool fill_stopping (void);
 extern void restore_complete (nbdkit_next *next);

@@ -147,20 +147,10 @@ restore_init (void)
   return 0;
 }
 
-int
-restore_start (nbdkit_backend *backend, const char *export_name,
-               bool (*give_up) (void))
+void
+restore_start (bool (*give_up) (void))
 {
-  struct bmerr err;
-
   rs.give_up = give_up;
-  if (!restore_active ())
-    return 0;
-  if (fill_start (backend, export_name, &err) == -1) {
-    nbdkit_error ("dirtybitmap: restore-from=%s: %s", rs.source, err.msg);
-    return -1;
-  }
-  return 0;
 }
 
 /* The bits and the source go (no request uses them any more). */
@@ -180,7 +170,6 @@ release (void)
 void
 restore_stop (void)
 {
-  fill_stop ();
   release ();
   free (rs.source);
   rs.source = NULL;

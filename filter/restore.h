@@ -21,13 +21,18 @@
  */
 extern int restore_init (void);
 
-/* At .after_fork: the layer below, checked, and the fill thread
- * (reported on error).  give_up says that nbdkit shuts down.
+/* At .after_fork: give_up says that nbdkit shuts down.  Then, if a
+ * restore runs, restore_fill_start: the layer below, checked, and the
+ * fill thread (restore-fill.c; reported on error).
  */
-extern int restore_start (nbdkit_backend *backend, const char *export_name,
-                          bool (*give_up) (void));
+extern void restore_start (bool (*give_up) (void));
+extern int restore_fill_start (nbdkit_backend *backend,
+                               const char *export_name);
 
-/* At .cleanup: stop the fill, let the source and the bits go. */
+/* At .cleanup: restore_fill_stop stops the fill; then restore_stop
+ * lets the source and the bits go.
+ */
+extern void restore_fill_stop (void);
 extern void restore_stop (void);
 
 /* A restore runs (lock-free).  Once false it stays false. */
