@@ -101,23 +101,6 @@ backup_usage (int status)
   exit (status);
 }
 
-static int
-parse_count (const char *opt, const char *s, unsigned max, unsigned *out)
-{
-  char *end;
-  unsigned long v;
-
-  errno = 0;
-  v = strtoul (s, &end, 10);
-  if (errno || end == s || *end || *s == '-' || v < 1 || v > max) {
-    bad_usage ("backup ", "%s %s: must be a number from 1 to %u", opt, s,
-               max);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
 /* A number of seconds, more than 0 and at most a day. */
 static int
 parse_seconds (const char *opt, const char *s, double *out)
@@ -222,11 +205,13 @@ parse_copy_option (int opt, struct copy_options *o)
   switch (opt) {
   case 'p': o->progress = true; return 0;
   case REQUESTS:
-    return parse_count ("--requests", optarg, COPY_MAX_REQUESTS,
-                        &o->requests) == -1 ? EXIT_FAILURE : 0;
+    return parse_count ("backup ", "--requests", optarg,
+                        COPY_MAX_REQUESTS, &o->requests) == -1
+      ? EXIT_FAILURE : 0;
   case CONNECTIONS:
-    return parse_count ("--connections", optarg, COPY_MAX_CONNECTIONS,
-                        &o->connections) == -1 ? EXIT_FAILURE : 0;
+    return parse_count ("backup ", "--connections", optarg,
+                        COPY_MAX_CONNECTIONS, &o->connections) == -1
+      ? EXIT_FAILURE : 0;
   case REQUEST_SIZE:
     v = parse_size (optarg);
     if (v < COPY_MIN_REQUEST_SIZE || v > COPY_MAX_REQUEST_SIZE ||

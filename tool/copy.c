@@ -65,22 +65,6 @@ copy_usage (int status)
   exit (status);
 }
 
-static int
-parse_count (const char *opt, const char *s, unsigned max, unsigned *out)
-{
-  char *end;
-  unsigned long v;
-
-  errno = 0;
-  v = strtoul (s, &end, 10);
-  if (errno || end == s || *end || *s == '-' || v < 1 || v > max) {
-    bad_usage ("copy ", "%s %s: must be a number from 1 to %u", opt, s, max);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
 /* The checksums a copy of source will leave: the set of base (for the
  * same disk, updated by the copy), or a new one.  NULL (said) on
  * failure.
@@ -158,13 +142,13 @@ parse_options (int argc, char *argv[], struct cmdline *cl)
         return -1;
       break;
     case REQUESTS:
-      if (parse_count ("--requests", optarg, COPY_MAX_REQUESTS,
+      if (parse_count ("copy ", "--requests", optarg, COPY_MAX_REQUESTS,
                        &o->requests) == -1)
         return -1;
       break;
     case CONNECTIONS:
-      if (parse_count ("--connections", optarg, COPY_MAX_CONNECTIONS,
-                       &o->connections) == -1)
+      if (parse_count ("copy ", "--connections", optarg,
+                       COPY_MAX_CONNECTIONS, &o->connections) == -1)
         return -1;
       break;
     case REQUEST_SIZE:

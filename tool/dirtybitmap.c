@@ -88,6 +88,23 @@ try_help (const char *sub)
 }
 
 int
+parse_count (const char *sub, const char *opt, const char *s,
+             unsigned max, unsigned *out)
+{
+  char *end;
+  unsigned long v;
+
+  errno = 0;
+  v = strtoul (s, &end, 10);
+  if (errno || end == s || *end || *s == '-' || v < 1 || v > max) {
+    bad_usage (sub, "%s %s: must be a number from 1 to %u", opt, s, max);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int
 parse_output (const char *sub, const char *value)
 {
   if (strcmp (value, "human") == 0)

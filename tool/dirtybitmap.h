@@ -70,6 +70,12 @@ extern void disk_seen (struct bmf_txn *t, const char *disk);
 /* "--output=human|json": returns 0 human, 1 json, -1 (reported). */
 extern int parse_output (const char *sub, const char *value);
 
+/* OPT's value s, a whole number from 1 to max, into *out; -1 after
+ * saying what is wrong (bad_usage, for subcommand sub: "copy ").
+ */
+extern int parse_count (const char *sub, const char *opt, const char *s,
+                        unsigned max, unsigned *out);
+
 /* Print a JSON string with quotes and escapes. */
 extern void print_json_string (FILE *fp, const char *s);
 

@@ -70,7 +70,7 @@ struct prune {
 };
 
 static int
-parse_count (const char *opt, const char *value, uint64_t *out)
+parse_keep (const char *opt, const char *value, uint64_t *out)
 {
   char *end;
 
@@ -113,7 +113,7 @@ parse_prune (int argc, char *argv[], struct prune *st)
     else if (opt == DRY_RUN)
       st->dry_run = true;
     else if (opt >= KEEP && opt < KEEP + KEEP_RULES) {
-      if (parse_count (keep_reason_name (opt - KEEP), optarg,
+      if (parse_keep (keep_reason_name (opt - KEEP), optarg,
                        &st->o.n[opt - KEEP]) == -1)
         return -1;
     }

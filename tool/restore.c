@@ -98,22 +98,6 @@ add_jobs (struct restore *st, char **specs, size_t nspecs,
 }
 
 static int
-parse_requests (const char *s, unsigned *out)
-{
-  char *end;
-  unsigned long v;
-
-  errno = 0;
-  v = strtoul (s, &end, 10);
-  if (errno || end == s || *end || *s == '-' || v < 1 ||
-      v > COPY_MAX_REQUESTS)
-    return bad_usage ("restore ", "--requests %s: must be a number from 1 "
-                      "to %u", s, COPY_MAX_REQUESTS);
-  *out = v;
-  return 0;
-}
-
-static int
 parse_restore (int argc, char *argv[], struct restore *st)
 {
   enum { OUTPUT = 256, DISK, REQUESTS };
@@ -139,7 +123,11 @@ parse_restore (int argc, char *argv[], struct restore *st)
         r = EXIT_FAILURE;
       st->json = json == 1;
       break;
-    case REQUESTS: r = parse_requests (optarg, &st->requests); break;
+    case REQUESTS:
+      if (parse_count ("restore ", "--requests", optarg, COPY_MAX_REQUESTS,
+                       &st->requests) == -1)
+        r = EXIT_FAILURE;
+      break;
     case DISK:
       if ((more = realloc (specs, (nspecs + 1) * sizeof *more)) == NULL) {
         bm_error ("%m");

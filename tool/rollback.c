@@ -147,22 +147,6 @@ add_spec (struct rollback *rb, const char *spec)
   return r;
 }
 
-static int
-parse_requests (const char *s, unsigned *out)
-{
-  char *end;
-  unsigned long v;
-
-  errno = 0;
-  v = strtoul (s, &end, 10);
-  if (errno || end == s || *end || *s == '-' || v < 1 ||
-      v > COPY_MAX_REQUESTS)
-    return bad_usage ("rollback ", "--requests %s: must be a number from "
-                      "1 to %u", s, COPY_MAX_REQUESTS);
-  *out = v;
-  return 0;
-}
-
 /* After the options: DIR[@POINT], and SOURCE_URI with --control. */
 static int
 parse_operands (struct rollback *rb, int argc, char *argv[],
@@ -214,7 +198,11 @@ parse_rollback (int argc, char *argv[], struct rollback *rb)
         r = EXIT_FAILURE;
       rb->st.json = json == 1;
       break;
-    case REQUESTS: r = parse_requests (optarg, &rb->st.requests); break;
+    case REQUESTS:
+      if (parse_count ("rollback ", "--requests", optarg,
+                       COPY_MAX_REQUESTS, &rb->st.requests) == -1)
+        r = EXIT_FAILURE;
+      break;
     case CONTROL: control = optarg; break;
     case DISK: r = add_spec (rb, optarg); break;
     default: r = try_help ("rollback ");
