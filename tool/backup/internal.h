@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* backup/internal.h: what the parts of dirtybitmap backup share.
- * backup.c (tool/) reads the command line and runs the steps; this
- * folder holds them:
+ * backup/main.c reads the command line and runs the steps; the other
+ * files of this folder are the steps:
  *
+ * backup/main.c      dirtybitmap backup, the subcommand
  * backup/set.c       the set and its disks: --disk read, the views'
  *                    URIs, errors recorded
  * backup/places.c    no two disks in one place: names, control
@@ -31,7 +32,7 @@
  * which each own one disk's copy_options and copy_result while they
  * run.  Errors are values: each step returns -1 after recording what
  * went wrong in the disk it concerns (disk.error) or in the set
- * (set.error); backup.c says them.
+ * (set.error); backup/main.c says them.
  */
 
 #ifndef DIRTYBITMAP_BACKUP_INTERNAL_H

@@ -3,7 +3,7 @@
  * repo.h): the point NEW made of one qcow2 image per disk, each served
  * writable by a qemu-nbd of our own for the time of the copy.
  *
- * The steps, around backup.c's (dirtybitmap(1), THE REPOSITORY):
+ * The steps, around backup/main.c's (dirtybitmap(1), THE REPOSITORY):
  *
  *   points_open     DIR opened for writing (its lock held to the end),
  *                   a removal that a prune did not complete finished,

@@ -3,6 +3,8 @@
  * engine is this folder; copy.h and image.h are all its users see (the
  * copy, backup and verify subcommands).
  *
+ * copy/main.c       dirtybitmap copy, the subcommand: its command line
+ *                   and what it prints
  * copy/endpoint.c   what a source or target is, decided once
  * copy/run.c        copy_run: connect, check, list, copy, flush, close
  * copy/connect.c    NBD connections: open one, close them (bounded)

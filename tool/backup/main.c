@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* backup.c: dirtybitmap backup: a whole consistent backup of a live
- * machine (one disk or several) in one command.  This file reads the
- * command line and runs the steps; backup/ holds them (see
- * backup/internal.h):
+/* backup/main.c: dirtybitmap backup: a whole consistent backup of a
+ * live machine (one disk or several) in one command.  This file reads
+ * the command line and runs the steps; the rest of backup/ holds them
+ * (see backup/internal.h):
  *
  *   read the command line: no two disks in one place, the manifest's
  *   place writable

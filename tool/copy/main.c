@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* copy.c: dirtybitmap copy, the pull-mode backup client: its usage,
+/* copy/main.c: dirtybitmap copy, the pull-mode backup client: its usage,
  * its options, and the exit status.  The copy itself is copy_run
  * (copy.h); this file turns the command line into copy_options and
  * the copy_result into a summary on stdout and messages on stderr.
