@@ -1,7 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # repo-lib.sh: what the tests of the backup repository (dirtybitmap
-# backup --repo, list, restore, serve) share, sourced after
-# functions.sh and machine-lib.sh.  The repository is $PWD/R.
+# backup --repo, list, restore, rollback, serve, verify, prune) share,
+# sourced after functions.sh: machine-lib.sh (its disks) and what they
+# all need.  The repository is $PWD/R.
+source "$abs_top_srcdir/tests/machine-lib.sh"
+requires qemu-img --version
+requires qemu-nbd --version
 repo="$PWD/R"
 
 # rbackup NEW DISK... [-- ARGS...]: a backup of the disks DISK (served

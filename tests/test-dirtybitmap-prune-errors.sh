@@ -9,13 +9,8 @@
 source ./functions.sh
 set -e
 set -x
-requires_dirtybitmap_filter
-requires qemu-img --version
-requires qemu-nbd --version
 requires gdb --version
 requires flock --version
-requires python3 -c 'import nbd'
-source "$abs_top_srcdir/tests/machine-lib.sh"
 source "$abs_top_srcdir/tests/repo-lib.sh"
 source "$abs_top_srcdir/tests/prune-lib.sh"
 

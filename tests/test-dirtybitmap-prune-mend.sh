@@ -13,13 +13,8 @@
 source ./functions.sh
 set -e
 set -x
-requires_dirtybitmap_filter
-requires qemu-img --version
 requires qemu-io --version
-requires qemu-nbd --version
 requires gdb --version
-requires python3 -c 'import nbd'
-source "$abs_top_srcdir/tests/machine-lib.sh"
 source "$abs_top_srcdir/tests/repo-lib.sh"
 source "$abs_top_srcdir/tests/prune-lib.sh"
 

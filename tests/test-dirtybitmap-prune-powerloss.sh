@@ -14,13 +14,8 @@
 source ./functions.sh
 set -e
 set -x
-requires_dirtybitmap_filter
-requires qemu-img --version
-requires qemu-nbd --version
 requires gdb --version
-requires python3 -c 'import nbd'
 requires_loop_ext4 lo.img
-source "$abs_top_srcdir/tests/machine-lib.sh"
 source "$abs_top_srcdir/tests/repo-lib.sh"
 source "$abs_top_srcdir/tests/prune-lib.sh"
 

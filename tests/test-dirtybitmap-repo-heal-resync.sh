@@ -9,12 +9,7 @@
 source ./functions.sh
 set -e
 set -x
-requires_dirtybitmap_filter
-requires qemu-img --version
-requires qemu-nbd --version
 requires gdb --version
-requires python3 -c 'import nbd'
-source "$abs_top_srcdir/tests/machine-lib.sh"
 source "$abs_top_srcdir/tests/repo-lib.sh"
 
 tool=$(command -v dirtybitmap)
