@@ -6,9 +6,12 @@
  *
  * pause closes the gate: requests that arrive wait, and the reply
  * comes once none is in flight, the bitmaps are synced and the layer
- * below is flushed: a consistent point for a storage snapshot.  The
- * pause belongs to the client that asked for it: its resume, or its
- * going away, opens the gate again.
+ * below is flushed: a consistent point for a storage snapshot (or,
+ * with sync false, at once: a cut, for backup-begin).  The pause
+ * belongs to the client that asked for it: its resume, or its going
+ * away, opens the gate again.  A backup-begin under its own client's
+ * pause replies at its cut and commits its checkpoint once the pause
+ * ends (commands_after), or before any other command.
  */
 
 #include <config.h>
@@ -62,6 +65,8 @@ backup_json (void)
   json_object_object_add (o, "checkpoint",
                           b.checkpoint ? proto_string (b.checkpoint) : NULL);
   json_object_object_add (o, "failed", json_object_new_boolean (b.view.failed));
+  json_object_object_add (o, "failure",
+                          b.failure ? proto_string (b.failure) : NULL);
   json_object_object_add (o, "size", json_object_new_int64 (b.view.size));
   json_object_object_add (o, "granularity",
                           json_object_new_int64 (b.view.granularity));
@@ -196,8 +201,11 @@ transaction (const struct proto_request *req, struct bmerr *err)
   return r;
 }
 
+/* With sync false, only the cut: no request in flight.  A backup's
+ * cut needs no more (see the man page, pause).
+ */
 static int
-pause_disk (struct session *s, struct bmerr *err)
+pause_disk (struct session *s, bool sync, struct bmerr *err)
 {
   if (paused_by) {
     bmerr_set (err, EBUSY, "already paused%s",
@@ -205,7 +213,8 @@ pause_disk (struct session *s, struct bmerr *err)
     return -1;
   }
   inflight_close ();
-  if (store_sync (err) == -1 || (flush_plugin && flush_plugin (err) == -1)) {
+  if (sync && (store_sync (err) == -1 ||
+               (flush_plugin && flush_plugin (err) == -1))) {
     inflight_open ();
     return -1;
   }
@@ -245,6 +254,11 @@ commands_execute (struct session *s, const char *line, size_t len)
     proto_request_free (&req);
     return reply;
   }
+  /* A checkpoint whose commit waits holds the store's lock: it is
+   * committed before anything but the resume that lets it go.
+   */
+  if (req.cmd != CMD_RESUME)
+    backup_finish_pending ();
   switch (req.cmd) {
   case CMD_QUERY:
     ret = query (&err);
@@ -257,17 +271,19 @@ commands_execute (struct session *s, const char *line, size_t len)
     r = store_select (req.bitmap, &err);
     break;
   case CMD_PAUSE:
-    r = pause_disk (s, &err);
+    r = pause_disk (s, req.sync, &err);
     break;
   case CMD_RESUME:
     r = resume_disk (s, &err);
     break;
+  case CMD_BACKUP_PREPARE:
   case CMD_BACKUP_BEGIN: {
     const struct backup_params p = {
       .name = req.name, .bitmap = req.bitmap,
       .checkpoint = req.checkpoint, .scratch = req.scratch,
     };
-    r = backup_begin (&p, s, req.end_on_disconnect, &err);
+    r = req.cmd == CMD_BACKUP_PREPARE ? backup_prepare (&p, s, &err)
+      : backup_begin (&p, s, req.end_on_disconnect, s->paused, &err);
     break;
   }
   case CMD_BACKUP_END:
@@ -278,6 +294,13 @@ commands_execute (struct session *s, const char *line, size_t len)
     : proto_error_reply (&req, "GenericError", err.msg);
   proto_request_free (&req);
   return reply;
+}
+
+void
+commands_after (void)
+{
+  if (paused_by == NULL)
+    backup_finish_pending ();
 }
 
 void

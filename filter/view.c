@@ -209,6 +209,13 @@ view_end (struct view *v)
   scratch_free (s);
 }
 
+void
+view_fail (struct view *v, const char *why)
+{
+  if (!__atomic_exchange_n (&v->failed, true, __ATOMIC_ACQ_REL))
+    filter_error ("backup view %s: %s: the backup has failed", v->name, why);
+}
+
 const char *
 view_name (const struct view *v)
 {
