@@ -7,11 +7,12 @@
  * and its transitional and final sets built from the current set, as
  * the first step of a transaction does (store-commit.c); the buffer
  * for the frozen copy of B is allocated at B's size and faulted in.
- * meta_lock is released at the end: the preparation holds only what it
- * owns (its new regions are mapped, so reserved: no other transaction
- * reuses them), and it is valid only while the file's committed state
- * (its sequence number), the current set and the disk's size are
- * those it was built on.
+ * The bitmaps are brought to the disk's size first, as a connection
+ * would.  meta_lock is released at the end: the preparation holds
+ * only what it owns (its new regions are mapped, so reserved: no other
+ * transaction reuses them), and it is valid only while the file's
+ * committed state (its sequence number), the current set and the
+ * disk's size are those it was built on.
  *
  * Make, the gate closed and nothing in flight: under meta_lock, the
  * bitmaps brought to the disk's size (nothing to do unless it
@@ -199,6 +200,32 @@ prepare_locked (struct store_cut *c, uint64_t disk_size, struct bits *frozen,
   return 0;
 }
 
+/* The bitmaps brought to disk_size, under meta_lock (taken, and kept
+ * on success).
+ */
+static int
+lock_at_size (uint64_t disk_size, struct bmerr *err)
+{
+  struct bitmap_set *retire[2] = { NULL };
+  struct bmerr e;
+  int r;
+
+  pthread_mutex_lock (&meta_lock);
+  r = resize_locked (disk_size, retire, &e);
+  if (retire[0] || retire[1] || r == -1) {
+    pthread_mutex_unlock (&meta_lock);
+    retire_sets (retire);
+    if (r == -1) {
+      bmerr_set (err, e.errnum ? e.errnum : EIO, "cannot resize the bitmaps "
+                 "to the disk's size (%" PRIu64 " bytes): %s", disk_size,
+                 e.msg);
+      return -1;
+    }
+    pthread_mutex_lock (&meta_lock);
+  }
+  return 0;
+}
+
 struct store_cut *
 store_cut_prepare (const char *bitmap, const char *checkpoint,
                    uint64_t disk_size, struct bits *frozen, unsigned *gbits,
@@ -220,7 +247,13 @@ store_cut_prepare (const char *bitmap, const char *checkpoint,
     store_cut_free (c);
     return NULL;
   }
-  pthread_mutex_lock (&meta_lock);
+  /* The bitmaps brought to the size now, as a connection would: a cut
+   * at the same size then has nothing to resize.
+   */
+  if (lock_at_size (disk_size, err) == -1) {
+    store_cut_free (c);
+    return NULL;
+  }
   r = prepare_locked (c, disk_size, frozen, err);
   pthread_mutex_unlock (&meta_lock);
   if (r == -1) {
@@ -264,32 +297,6 @@ copy_base_locked (struct store_cut *c, uint64_t disk_size,
   if (s->disk_size < disk_size)
     bits_set_range (frozen, s->disk_size >> lb->gbits, frozen->nr_bits - 1);
   *gbits = lb->gbits;
-  return 0;
-}
-
-/* The bitmaps brought to disk_size, under meta_lock (taken, and kept
- * on success).
- */
-static int
-lock_at_size (uint64_t disk_size, struct bmerr *err)
-{
-  struct bitmap_set *retire[2] = { NULL };
-  struct bmerr e;
-  int r;
-
-  pthread_mutex_lock (&meta_lock);
-  r = resize_locked (disk_size, retire, &e);
-  if (retire[0] || retire[1] || r == -1) {
-    pthread_mutex_unlock (&meta_lock);
-    retire_sets (retire);
-    if (r == -1) {
-      bmerr_set (err, e.errnum ? e.errnum : EIO, "cannot resize the bitmaps "
-                 "to the disk's size (%" PRIu64 " bytes): %s", disk_size,
-                 e.msg);
-      return -1;
-    }
-    pthread_mutex_lock (&meta_lock);
-  }
   return 0;
 }
 
