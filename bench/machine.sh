@@ -340,8 +340,8 @@ def step(cmd, args=None):
 # committed.
 for f in conns:
     f.write(json.dumps({"execute": "backup-prepare"}) + "\n"); f.flush()
-prepare = all(json.loads(f.readline())["error"]["class"] != "CommandNotFound"
-              for f in conns)
+prepare = all([json.loads(f.readline())["error"]["class"] != "CommandNotFound"
+               for f in conns])
 v = {k: [] for k in ("prepare", "pause", "begin", "resume", "window",
                      "commit", "cpu", "faults")}
 for k in range(1, n + 1):
