@@ -371,13 +371,24 @@ backup_finish_pending (void)
   pr = pending;
   pending = NULL;
   v = backup_current ();
+  if (v)
+    view_ref (v);
+  pthread_mutex_unlock (&backup_lock);
+  /* Not under backup_lock: the commit waits for a grace period, the
+   * gate open.
+   */
   if (pr && store_cut_finish (pr->cut, &err) == -1) {
-    free (begun.failure);
-    begun.failure = strdup (err.msg);
+    pthread_mutex_lock (&backup_lock);
+    if (v && v == backup_current ()) {
+      free (begun.failure);
+      begun.failure = strdup (err.msg);
+    }
+    pthread_mutex_unlock (&backup_lock);
     if (v)
       view_fail (v, err.msg);
   }
-  pthread_mutex_unlock (&backup_lock);
+  if (v)
+    view_unref (v);
   prepared_free (pr);
 }
 
