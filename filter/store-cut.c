@@ -57,7 +57,7 @@ struct store_cut {
   /* What the preparation was built on. */
   bool prepared;
   uint64_t seq;
-  const struct bitmap_set *base;
+  uint64_t generation;          /* of the current set (tracker.h) */
   uint64_t disk_size;
   /* The checkpoint's transaction and its sets. */
   struct bmf_txn *t;
@@ -168,7 +168,6 @@ build_locked (struct store_cut *c, struct bmerr *err)
     discard_locked (c);
     return -1;
   }
-  c->base = cur;
   c->prepared = true;
   return 0;
 }
@@ -192,10 +191,10 @@ prepare_locked (struct store_cut *c, uint64_t disk_size, struct bits *frozen,
       return -1;
   }
   c->seq = bmf_state (store.file)->seq;
+  c->generation = tracker_generation ();
   c->disk_size = disk_size;
   if (c->checkpoint)
     return build_locked (c, err);
-  c->base = s;
   c->prepared = true;
   return 0;
 }
@@ -270,7 +269,7 @@ static bool
 valid_locked (const struct store_cut *c, uint64_t disk_size)
 {
   return c->prepared && c->seq == bmf_state (store.file)->seq &&
-    c->base == tracker_current () && c->disk_size == disk_size;
+    c->generation == tracker_generation () && c->disk_size == disk_size;
 }
 
 /* B's bits now, into frozen (sized again if B changed since the
