@@ -377,7 +377,8 @@ store_cut_free (struct store_cut *c)
   if (c == NULL)
     return;
   assert (!c->locked);
-  if (c->prepared && c->checkpoint) {
+  /* (After store_close the file and its sets are gone already.) */
+  if (c->prepared && c->checkpoint && store.file) {
     pthread_mutex_lock (&meta_lock);
     discard_locked (c);
     pthread_mutex_unlock (&meta_lock);
