@@ -323,16 +323,22 @@ def cpu_faults():
                 pass
         faults += int(open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()[7])
     return ns / 1e6, faults
+last = {}
 def step(cmd, args=None):
+    """The step's time (ms); last[cmd]: when each server's reply was
+    read, from the send (read in order: a slow server shows as the
+    first long one)."""
     req = {"execute": cmd}
     if args is not None:
         req["arguments"] = args
     t = time.monotonic()
     for f in conns:
         f.write(json.dumps(req) + "\n"); f.flush()
+    last[cmd] = []
     for f in conns:
         r = json.loads(f.readline())
         assert "return" in r, r
+        last[cmd].append((time.monotonic() - t) * 1000)
     return (time.monotonic() - t) * 1000
 # A filter that knows backup-prepare (else: CommandNotFound) is cut as
 # dirtybitmap backup cuts it: prepared first, paused without a sync,
@@ -344,6 +350,7 @@ prepare = all([json.loads(f.readline())["error"]["class"] != "CommandNotFound"
                for f in conns])
 v = {k: [] for k in ("prepare", "pause", "begin", "resume", "window",
                      "commit", "cpu", "faults")}
+slow = []
 for k in range(1, n + 1):
     args = {"name": "v", "bitmap": "c%d" % (k - 1), "checkpoint": "c%d" % k,
             "scratch": scratch, "end-on-disconnect": True}
@@ -355,6 +362,8 @@ for k in range(1, n + 1):
     c1, f1 = cpu_faults()
     v["resume"].append(step("resume"))
     v["window"].append((time.monotonic() - t) * 1000)
+    slow.append((v["window"][-1], k, {c: last[c] for c in
+                                      ("pause", "backup-begin", "resume")}))
     v["commit"].append(step("query"))
     v["cpu"].append((c1 - c0) / len(pids))
     v["faults"].append((f1 - f0) / len(pids))
@@ -367,6 +376,11 @@ print("prepare %5.1f  pause %6.1f  begin %6.1f  resume %5.1f  window %6.1f "
       "page faults"
       % (m["prepare"], m["pause"], m["begin"], m["resume"], m["window"],
          max(v["window"]), m["commit"], m["cpu"], m["faults"]))
+# The two slowest cuts, step by step: each server's reply, in ms from
+# the step's send.
+for w, k, st in sorted(slow, reverse=True)[:2]:
+    print("     slow cut %d: window %.1f ms: %s" % (k, w, ";  ".join(
+        "%s %s" % (c, " ".join("%.1f" % x for x in st[c])) for c in st)))
 EOF
 }
 
