@@ -8,10 +8,10 @@
  * nothing is synced); backup-begin on each (a view and NEW, at that
  * point); resume every server; thaw; a query of each, which each server
  * answers once it has committed NEW (its begin left that for after
- * the resume).  A write
- * completed before the first pause was sent is in every view; one
- * started after the last resume was answered is in none; in between,
- * no write runs at all.  The window is bounded by --cut-timeout.
+ * the resume).  A write completed before the first pause was sent is
+ * in every view; one started after the last resume was answered is in
+ * none; in between, no write runs at all.  The window is bounded by
+ * --cut-timeout.
  *
  * All or nothing: on any failure every server is resumed, the guest
  * thawed, every view ended and NEW removed from every disk where this
@@ -346,15 +346,15 @@ cut_make (struct set *s)
   double deadline;
   int r;
 
-  /* From the freeze to the thaw, every wait is bounded and nothing
-   * must be cut short: a second signal does not end the process.
-   */
   /* What each begin needs that does not depend on the instant, the
    * guest running: inside the window each server only publishes.
    */
   if (servers_call (s, "backup-prepare", begin_args, NULL,
                     control_deadline (), true, NULL) == -1)
     return -1;
+  /* From the freeze to the thaw, every wait is bounded and nothing
+   * must be cut short: a second signal does not end the process.
+   */
   copy_signals_firm (true);
   if (s->freeze != FREEZE_NONE && freeze_guest (s) == -1) {
     copy_signals_firm (false);
