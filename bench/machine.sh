@@ -439,7 +439,7 @@ if [[ ,$parts, == *,callgrind,* ]]; then
     say "instructions per cut (prepare, begin, commit): $(( total / cuts ))"
     # Each step alone (inclusive): only backup_begin is inside the window.
     for fn in backup_prepare backup_begin backup_finish_pending; do
-        n=$(callgrind_annotate --inclusive=yes "$w/cg.out" 2>/dev/null |
+        n=$(callgrind_annotate --inclusive=yes --threshold=100 "$w/cg.out" 2>/dev/null |
             awk -v f=":$fn( |$)" '$0 ~ f { gsub(",", "", $1); print $1; exit }')
         say "  $fn: $(( ${n:-0} / cuts )) per cut"
     done
