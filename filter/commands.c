@@ -8,8 +8,8 @@
  * comes once none is in flight, the bitmaps are synced and the layer
  * below is flushed: a consistent point for a storage snapshot (or,
  * with sync false, at once: a cut, for backup-begin).  The pause
- * belongs to the client that asked for it: its resume, or its going
- * away, opens the gate again.  A backup-begin under its own client's
+ * belongs to the client that asked for it: its resume (once its reply
+ * is sent), or its going away, opens the gate again.  A backup-begin under its own client's
  * pause replies at its cut and commits its checkpoint once the pause
  * ends (commands_after), or before any other command.
  */
@@ -34,6 +34,21 @@
 
 static int (*flush_plugin) (struct bmerr *err);
 static struct session *paused_by;
+/* A resume whose gate opens once its reply is sent (commands_after):
+ * the requests it lets go would otherwise compete with the reply for
+ * the CPUs, and the pause would look longer than the writers waited.
+ */
+static bool open_after_reply;
+
+/* Open the gate of a resume now, if one waits. */
+static void
+open_gate (void)
+{
+  if (open_after_reply) {
+    open_after_reply = false;
+    inflight_open ();
+  }
+}
 
 void
 commands_init (int (*fn) (struct bmerr *err))
@@ -224,8 +239,9 @@ pause_disk (struct session *s, bool sync, struct bmerr *err)
   return 0;
 }
 
+/* With later, the gate opens after the reply (open_gate). */
 static int
-resume_disk (struct session *s, struct bmerr *err)
+resume_disk (struct session *s, bool later, struct bmerr *err)
 {
   if (!s->paused) {
     bmerr_set (err, EINVAL, "not paused%s",
@@ -234,7 +250,10 @@ resume_disk (struct session *s, struct bmerr *err)
   }
   s->paused = false;
   paused_by = NULL;
-  inflight_open ();
+  if (later)
+    open_after_reply = true;
+  else
+    inflight_open ();
   nbdkit_debug ("dirtybitmap: resumed");
   return 0;
 }
@@ -254,9 +273,11 @@ commands_execute (struct session *s, const char *line, size_t len)
     proto_request_free (&req);
     return reply;
   }
-  /* A checkpoint whose commit waits holds the store's lock: it is
-   * committed before anything but the resume that lets it go.
+  /* A resume's gate opens before the next command; a checkpoint whose
+   * commit waits holds the store's lock: it is committed before
+   * anything but the resume that lets it go.
    */
+  open_gate ();
   if (req.cmd != CMD_RESUME)
     backup_finish_pending ();
   switch (req.cmd) {
@@ -274,7 +295,7 @@ commands_execute (struct session *s, const char *line, size_t len)
     r = pause_disk (s, req.sync, &err);
     break;
   case CMD_RESUME:
-    r = resume_disk (s, &err);
+    r = resume_disk (s, true, &err);
     break;
   case CMD_BACKUP_PREPARE:
   case CMD_BACKUP_BEGIN: {
@@ -299,6 +320,7 @@ commands_execute (struct session *s, const char *line, size_t len)
 void
 commands_after (void)
 {
+  open_gate ();
   if (paused_by == NULL)
     backup_finish_pending ();
 }
@@ -312,6 +334,6 @@ commands_end (struct session *s)
   if (s->paused) {
     nbdkit_debug ("dirtybitmap: the control client that paused has gone: "
                   "resuming");
-    resume_disk (s, &err);
+    resume_disk (s, false, &err);
   }
 }
