@@ -36,15 +36,20 @@
 #         fourth cell, idle, makes --cuts cuts of the same servers
 #         with no writer: the window's floor.
 #   callgrind (not among the defaults; needs valgrind) the
-#         instructions one server spends in backup-begin (the function
-#         backup_begin and all it calls), counted by callgrind over
-#         --cuts begins of an incremental view (null --cut-size,
-#         bitmap at 64K, nothing written), per begin: exact and
-#         repeatable, unlike the times of "steps".
+#         instructions one server spends in each step of a cut:
+#         backup_prepare, backup_begin (the only one inside the
+#         window) and backup_finish_pending (the commit after the
+#         resume), each with all it calls, counted by callgrind over
+#         --cuts cuts of an incremental view (null --cut-size, bitmap
+#         at 64K, nothing written), per cut: exact and repeatable,
+#         unlike the times of "steps".
 #   steps The cut's steps timed one by one by a client of the control
-#         sockets that makes them as dirtybitmap backup does (pause
-#         every server, backup-begin on each, resume each; each step
-#         sent to all, then the replies awaited), --cuts times, with
+#         sockets that makes them as dirtybitmap backup does
+#         (backup-prepare each server, pause every server without a
+#         sync, backup-begin on each, resume each, query each, which
+#         answers once the checkpoint is committed; a filter without
+#         backup-prepare is paused with a sync and not prepared; each
+#         step sent to all, then the replies awaited), --cuts times, with
 #         the CPU time and the page faults of each server during
 #         backup-begin: one server of 1 GiB, 64 GiB and 1 TiB, idle;
 #         four of 1 TiB, idle and under the writers of "cut".
@@ -312,38 +317,64 @@ def cpu_faults():
                 pass
         faults += int(open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()[7])
     return ns / 1e6, faults
+last = {}
 def step(cmd, args=None):
+    """The step's time (ms); last[cmd]: when each server's reply was
+    read, from the send (read in order: a slow server shows as the
+    first long one)."""
     req = {"execute": cmd}
     if args is not None:
         req["arguments"] = args
     t = time.monotonic()
     for f in conns:
         f.write(json.dumps(req) + "\n"); f.flush()
+    last[cmd] = []
     for f in conns:
         r = json.loads(f.readline())
         assert "return" in r, r
+        last[cmd].append((time.monotonic() - t) * 1000)
     return (time.monotonic() - t) * 1000
-v = {k: [] for k in ("pause", "begin", "resume", "window", "cpu", "faults")}
+# A filter that knows backup-prepare (else: CommandNotFound) is cut as
+# dirtybitmap backup cuts it: prepared first, paused without a sync,
+# and after the resume a query, answered once the checkpoint is
+# committed.
+for f in conns:
+    f.write(json.dumps({"execute": "backup-prepare"}) + "\n"); f.flush()
+prepare = all([json.loads(f.readline())["error"]["class"] != "CommandNotFound"
+               for f in conns])
+v = {k: [] for k in ("prepare", "pause", "begin", "resume", "window",
+                     "commit", "cpu", "faults")}
+slow = []
 for k in range(1, n + 1):
+    args = {"name": "v", "bitmap": "c%d" % (k - 1), "checkpoint": "c%d" % k,
+            "scratch": scratch, "end-on-disconnect": True}
+    v["prepare"].append(step("backup-prepare", args) if prepare else 0)
     t = time.monotonic()
-    v["pause"].append(step("pause"))
+    v["pause"].append(step("pause", {"sync": False} if prepare else None))
     c0, f0 = cpu_faults()
-    v["begin"].append(step("backup-begin", {
-        "name": "v", "bitmap": "c%d" % (k - 1), "checkpoint": "c%d" % k,
-        "scratch": scratch, "end-on-disconnect": True}))
+    v["begin"].append(step("backup-begin", args))
     c1, f1 = cpu_faults()
     v["resume"].append(step("resume"))
     v["window"].append((time.monotonic() - t) * 1000)
+    slow.append((v["window"][-1], k, {c: last[c] for c in
+                                      ("pause", "backup-begin", "resume")}))
+    v["commit"].append(step("query"))
     v["cpu"].append((c1 - c0) / len(pids))
     v["faults"].append((f1 - f0) / len(pids))
     step("backup-end", {"name": "v"})
     step("transaction", {"actions": [{"action": "remove", "bitmap": "c%d" % (k - 1)}]})
     time.sleep(0.1)
 m = {k: statistics.median(x) for k, x in v.items()}
-print("pause %6.1f  begin %6.1f  resume %5.1f  window %6.1f (max %6.1f) ms;"
-      "  begin per server: CPU %5.1f ms, %5.0f page faults"
-      % (m["pause"], m["begin"], m["resume"], m["window"], max(v["window"]),
-         m["cpu"], m["faults"]))
+print("prepare %5.1f  pause %6.1f  begin %6.1f  resume %5.1f  window %6.1f "
+      "(max %6.1f)  query %5.1f ms;  begin per server: CPU %5.1f ms, %5.0f "
+      "page faults"
+      % (m["prepare"], m["pause"], m["begin"], m["resume"], m["window"],
+         max(v["window"]), m["commit"], m["cpu"], m["faults"]))
+# The two slowest cuts, step by step: each server's reply, in ms from
+# the step's send.
+for w, k, st in sorted(slow, reverse=True)[:2]:
+    print("     slow cut %d: window %.1f ms: %s" % (k, w, ";  ".join(
+        "%s %s" % (c, " ".join("%.1f" % x for x in st[c])) for c in st)))
 EOF
 }
 
@@ -384,6 +415,8 @@ if [[ ,$parts, == *,callgrind,* ]]; then
     w="$work/cg"; f="$fast/cg"; rm -rf "$w" "$f"; mkdir -p "$w" "$f"
     valgrind --tool=callgrind --callgrind-out-file="$w/cg.out" \
              --toggle-collect=backup_begin \
+             --toggle-collect=backup_prepare \
+             --toggle-collect=backup_finish_pending \
              nbdkit -f -U "$w/0.sock" --filter="$FILTER" \
              null $cut_size bitmap-file="$w/0.bitmaps" bitmap=c0 \
              action=add granularity=64K control="$w/0.ctl" \
@@ -397,7 +430,13 @@ if [[ ,$parts, == *,callgrind,* ]]; then
     total=$(callgrind_annotate "$w/cg.out" 2>/dev/null |
             sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
     say "## callgrind: backup-begin of one $cut_size server (64K), $cuts begins"
-    say "instructions per begin: $(( total / cuts ))"
+    say "instructions per cut (prepare, begin, commit): $(( total / cuts ))"
+    # Each step alone (inclusive): only backup_begin is inside the window.
+    for fn in backup_prepare backup_begin backup_finish_pending; do
+        n=$(callgrind_annotate --inclusive=yes --threshold=100 "$w/cg.out" 2>/dev/null |
+            awk -v f=":$fn( |$)" '$0 ~ f { gsub(",", "", $1); print $1; exit }')
+        say "  $fn: $(( ${n:-0} / cuts )) per cut"
+    done
     callgrind_annotate --inclusive=yes "$w/cg.out" 2>/dev/null |
         sed -n '/file:function/,$p' | grep -v '???:' | sed -n '2,16p' |
         tee -a "$log"

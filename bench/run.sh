@@ -7,6 +7,7 @@
 #                [--configs=A,B,...] [--workloads=W,...] [--dir=DIR]
 #                [--bitmap-dir=DIR] [--list] [--callgrind[=WRITES]]
 #                [--callgrind-workload=4k-rand|1m-seq]
+#                [--callgrind-configs=A,B,...]
 #                [--durability-compare]
 #
 # Every cell (configuration x workload x round) gets a fresh 2 GiB
@@ -22,7 +23,8 @@
 # --callgrind instead counts the instructions nbdkit executes per
 # 4K write over null, without and with the filter (repeatable on a
 # busy machine, unlike timings); --callgrind-workload=1m-seq per 1M
-# sequential write instead.
+# sequential write instead; --callgrind-configs only those
+# configurations (the first is the base of the "+N over" column).
 #
 # --durability-compare runs durability=coarse against durability=flush
 # over file and over null, fresh and with every bit set, beside a
@@ -99,6 +101,7 @@ for arg in "$@"; do
         --callgrind) callgrind=20000 ;;
         --callgrind=*) callgrind="${arg#*=}" ;;
         --callgrind-workload=4k-rand) cg_rw=randwrite cg_bs=4k ;;
+        --callgrind-configs=*) cg_configs="${arg#*=}"; cg_configs="${cg_configs//,/ }" ;;
         --callgrind-workload=1m-seq) cg_rw=write cg_bs=1m ;;
         --durability-compare)
             mode=durability durcmp=1 configs="$DURABILITY_CONFIGS" ;;
@@ -233,6 +236,9 @@ prep_cmd ()
 {
     case "$1" in
         *-dirty) echo 'nbdsh -u "nbd+unix:///?socket=$d/sock" -c "h.trim(h.get_size(), 0)"' ;;
+        # Every bit set, then a full backup view begun: every first
+        # write to a 64K granule copies it before it goes down.
+        *-view) echo 'nbdsh -u "nbd+unix:///?socket=$d/sock" -c "h.trim(h.get_size(), 0)" && python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b\"{\\\"execute\\\": \\\"backup-begin\\\", \\\"arguments\\\": {\\\"name\\\": \\\"v\\\"}}\\n\"); r=s.makefile().readline(); assert \"return\" in r, r" "$d/ctl"' ;;
         *) echo ":" ;;
     esac
 }
@@ -397,6 +403,7 @@ if [ -n "$callgrind" ]; then
             null+noextents) echo "--filter=noextents null \$SIZE" ;;
             null+bm) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=flush" ;;
             null+bm-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=flush" ;;
+            null+bm-view) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=flush control=\$d/ctl" ;;
             null+bm-coarse|null+bm-coarse-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=coarse" ;;
             null+bm-strict-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b0 action=add bitmap-file=\$d/bitmaps durability=strict" ;;
             null+32bm|null+32bm-dirty) echo "--filter=\$FILTER null \$SIZE bitmap=b1 bitmap-file=\$d/bitmaps durability=flush" ;;
@@ -410,7 +417,7 @@ if [ -n "$callgrind" ]; then
             *) echo ":" ;;
         esac
     }
-    CG_CONFIGS="null null+noextents null+bm null+bm-dirty null+bm-strict-dirty null+bm-coarse null+bm-coarse-dirty null+32bm null+32bm-dirty"
+    CG_CONFIGS="${cg_configs:-null null+noextents null+bm null+bm-dirty null+bm-strict-dirty null+bm-coarse null+bm-coarse-dirty null+32bm null+32bm-dirty null+bm-view}"
     {
         echo "Commands (\$n is $callgrind, then 0):"
         for c in $CG_CONFIGS; do
@@ -452,6 +459,9 @@ if [ -n "$callgrind" ]; then
         cg_track=$(callgrind_annotate --inclusive=yes "$d/cg.out" 2>/dev/null |
                    sed -n 's/^ *\([0-9,]*\) .*:tracker_track\( .*\)*$/\1/p' | tr -d , |
                    sort -n | tail -1)
+        cg_view=$(callgrind_annotate --inclusive=yes "$d/cg.out" 2>/dev/null |
+                  sed -n 's/^ *\([0-9,]*\) .*:view_before_write\( .*\)*$/\1/p' | tr -d , |
+                  sort -n | tail -1)
         [ -n "$cg_total" ] || { echo "$prog: $c: no callgrind totals" >&2; exit 1; }
         mv "$d/cg.out" "$work/callgrind.$c.$n"
         rm -rf "$d"
@@ -461,20 +471,25 @@ if [ -n "$callgrind" ]; then
         echo "null+noextents is nbdkit's noextents filter, which passes writes"
         echo "straight down: what any filter layer costs in nbdkit.  tracker_track"
         echo "is the filter's tracking, inclusive.  null+32bm: 32 enabled bitmaps."
-        printf '%-22s %12s %14s\n' configuration "instr/write" "tracker_track"
+        echo "null+bm-view: null+bm-dirty with a full backup view open (scratch"
+        echo "beside the bitmap file): view_before_write, inclusive, is the"
+        echo "copy-before-write."
+        printf '%-22s %12s %14s %18s\n' configuration "instr/write" "tracker_track" "view_before_write"
     } | tee -a "$log"
     base=
     for c in $CG_CONFIGS; do
         cg_run $c 0
-        t0=$cg_total f0=${cg_track:-0}
+        t0=$cg_total f0=${cg_track:-0} v0=${cg_view:-0}
         cg_run $c "$callgrind"
-        t1=$cg_total f1=${cg_track:-0}
+        t1=$cg_total f1=${cg_track:-0} v1=${cg_view:-0}
         per=$(( (t1 - t0) / callgrind ))
         st=$(( (f1 - f0) / callgrind ))
+        vw=$(( (v1 - v0) / callgrind ))
         [ -n "$base" ] || base=$per
         case $c in *bm*) ;; *) st=- ;; esac
-        printf '%-22s %12d %14s   (+%d over null)\n' "$c" "$per" "$st" \
-               $((per - base)) | tee -a "$log"
+        case $c in *view*) ;; *) vw=- ;; esac
+        printf '%-22s %12d %14s %18s   (+%d over %s)\n' "$c" "$per" "$st" \
+               "$vw" $((per - base)) "${CG_CONFIGS%% *}" | tee -a "$log"
     done
     echo "log: $log"
     exit 0

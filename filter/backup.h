@@ -35,11 +35,27 @@ struct backup_params {
   const char *scratch;          /* directory of the store, or NULL */
 };
 
+/* Do, the writes going on, what a begin of p by owner needs that does
+ * not depend on the instant (backup-prepare): the same checks as the
+ * begin.  One preparation at a time: a new one replaces it.
+ */
+extern int backup_prepare (const struct backup_params *p, const void *owner,
+                           struct bmerr *err);
+
 /* Freeze a view (and add the checkpoint) at one cut through the
- * writes.  owner identifies who began it (backup_owned_by).
+ * writes.  owner identifies who began it (backup_owned_by).  With
+ * defer (the owner holds a pause), the reply may come before the
+ * checkpoint is committed: backup_finish_pending commits it.
  */
 extern int backup_begin (const struct backup_params *p, const void *owner,
-                         bool end_with_owner, struct bmerr *err);
+                         bool end_with_owner, bool defer,
+                         struct bmerr *err);
+
+/* Commit the checkpoint of a begin with defer, if one waits (a failure
+ * breaks the view and is said by the query).  On the control thread,
+ * before anything else there that takes the store's locks.
+ */
+extern void backup_finish_pending (void);
 extern int backup_end (const char *name, struct bmerr *err);
 
 /* The owner has gone: if it began the backup asking for that, end it
@@ -53,6 +69,7 @@ extern struct view *backup_open_view (const char *name);
 struct backup_info {
   bool active;
   char *name, *bitmap, *checkpoint;
+  char *failure;                /* why it failed after it began, or NULL */
   struct view_info view;
 };
 extern void backup_query (struct backup_info *info);

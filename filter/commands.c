@@ -6,9 +6,12 @@
  *
  * pause closes the gate: requests that arrive wait, and the reply
  * comes once none is in flight, the bitmaps are synced and the layer
- * below is flushed: a consistent point for a storage snapshot.  The
- * pause belongs to the client that asked for it: its resume, or its
- * going away, opens the gate again.
+ * below is flushed: a consistent point for a storage snapshot (or,
+ * with sync false, at once: a cut, for backup-begin).  The pause
+ * belongs to the client that asked for it: its resume (once its reply
+ * is sent), or its going away, opens the gate again.  A backup-begin under its own client's
+ * pause replies at its cut and commits its checkpoint once the pause
+ * ends (commands_after), or before any other command.
  */
 
 #include <config.h>
@@ -32,6 +35,21 @@
 
 static int (*flush_plugin) (struct bmerr *err);
 static struct session *paused_by;
+/* A resume whose gate opens once its reply is sent (commands_after):
+ * the requests it lets go would otherwise compete with the reply for
+ * the CPUs, and the pause would look longer than the writers waited.
+ */
+static bool open_after_reply;
+
+/* Open the gate of a resume now, if one waits. */
+static void
+open_gate (void)
+{
+  if (open_after_reply) {
+    open_after_reply = false;
+    inflight_open ();
+  }
+}
 
 void
 commands_init (int (*fn) (struct bmerr *err))
@@ -63,6 +81,8 @@ backup_json (void)
   json_object_object_add (o, "checkpoint",
                           b.checkpoint ? proto_string (b.checkpoint) : NULL);
   json_object_object_add (o, "failed", json_object_new_boolean (b.view.failed));
+  json_object_object_add (o, "failure",
+                          b.failure ? proto_string (b.failure) : NULL);
   json_object_object_add (o, "size", json_object_new_int64 (b.view.size));
   json_object_object_add (o, "granularity",
                           json_object_new_int64 (b.view.granularity));
@@ -197,8 +217,11 @@ transaction (const struct proto_request *req, struct bmerr *err)
   return r;
 }
 
+/* With sync false, only the cut: no request in flight.  A backup's
+ * cut needs no more (see the man page, pause).
+ */
 static int
-pause_disk (struct session *s, struct bmerr *err)
+pause_disk (struct session *s, bool sync, struct bmerr *err)
 {
   if (paused_by) {
     bmerr_set (err, EBUSY, "already paused%s",
@@ -206,7 +229,8 @@ pause_disk (struct session *s, struct bmerr *err)
     return -1;
   }
   inflight_close ();
-  if (store_sync (err) == -1 || (flush_plugin && flush_plugin (err) == -1)) {
+  if (sync && (store_sync (err) == -1 ||
+               (flush_plugin && flush_plugin (err) == -1))) {
     inflight_open ();
     return -1;
   }
@@ -216,8 +240,9 @@ pause_disk (struct session *s, struct bmerr *err)
   return 0;
 }
 
+/* With later, the gate opens after the reply (open_gate). */
 static int
-resume_disk (struct session *s, struct bmerr *err)
+resume_disk (struct session *s, bool later, struct bmerr *err)
 {
   if (!s->paused) {
     bmerr_set (err, EINVAL, "not paused%s",
@@ -226,7 +251,10 @@ resume_disk (struct session *s, struct bmerr *err)
   }
   s->paused = false;
   paused_by = NULL;
-  inflight_open ();
+  if (later)
+    open_after_reply = true;
+  else
+    inflight_open ();
   filter_debug ("resumed");
   return 0;
 }
@@ -246,6 +274,13 @@ commands_execute (struct session *s, const char *line, size_t len)
     proto_request_free (&req);
     return reply;
   }
+  /* A resume's gate opens before the next command; a checkpoint whose
+   * commit waits holds the store's lock: it is committed before
+   * anything but the resume that lets it go.
+   */
+  open_gate ();
+  if (req.cmd != CMD_RESUME)
+    backup_finish_pending ();
   switch (req.cmd) {
   case CMD_QUERY:
     ret = query (&err);
@@ -258,17 +293,19 @@ commands_execute (struct session *s, const char *line, size_t len)
     r = store_select (req.bitmap, &err);
     break;
   case CMD_PAUSE:
-    r = pause_disk (s, &err);
+    r = pause_disk (s, req.sync, &err);
     break;
   case CMD_RESUME:
-    r = resume_disk (s, &err);
+    r = resume_disk (s, true, &err);
     break;
+  case CMD_BACKUP_PREPARE:
   case CMD_BACKUP_BEGIN: {
     const struct backup_params p = {
       .name = req.name, .bitmap = req.bitmap,
       .checkpoint = req.checkpoint, .scratch = req.scratch,
     };
-    r = backup_begin (&p, s, req.end_on_disconnect, &err);
+    r = req.cmd == CMD_BACKUP_PREPARE ? backup_prepare (&p, s, &err)
+      : backup_begin (&p, s, req.end_on_disconnect, s->paused, &err);
     break;
   }
   case CMD_BACKUP_END:
@@ -282,6 +319,14 @@ commands_execute (struct session *s, const char *line, size_t len)
 }
 
 void
+commands_after (void)
+{
+  open_gate ();
+  if (paused_by == NULL)
+    backup_finish_pending ();
+}
+
+void
 commands_end (struct session *s)
 {
   struct bmerr err;
@@ -290,6 +335,6 @@ commands_end (struct session *s)
   if (s->paused) {
     filter_debug ("the control client that paused has gone: "
                   "resuming");
-    resume_disk (s, &err);
+    resume_disk (s, false, &err);
   }
 }

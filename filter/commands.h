@@ -25,6 +25,11 @@ extern void commands_init (int (*flush_plugin) (struct bmerr *err));
 extern char *commands_execute (struct session *s, const char *line,
                                size_t len);
 
+/* After each round of requests, their replies queued: work left for
+ * once the pause has ended (the checkpoint of a begin made in it).
+ */
+extern void commands_after (void);
+
 /* The client has gone: what it held is let go (a pause resumes). */
 extern void commands_end (struct session *s);
 

@@ -387,9 +387,11 @@ serve (void *arg)
     }
     if (fds[1].revents & POLLIN)
       accept_client ();
+    commands_after ();
   }
   while (nr_clients > 0)
     drop (nr_clients - 1);
+  commands_after ();
   return NULL;
 }
 

@@ -27,6 +27,7 @@ static const char *const cmd_names[] = {
   [CMD_QUERY] = "query", [CMD_TRANSACTION] = "transaction",
   [CMD_SELECT] = "select", [CMD_PAUSE] = "pause", [CMD_RESUME] = "resume",
   [CMD_BACKUP_BEGIN] = "backup-begin", [CMD_BACKUP_END] = "backup-end",
+  [CMD_BACKUP_PREPARE] = "backup-prepare",
 };
 
 static int __attribute__ ((format (printf, 3, 4)))
@@ -187,15 +188,25 @@ parse_arguments (struct proto_request *req, json_object *args,
     { "name", "bitmap", "checkpoint", "scratch", "end-on-disconnect",
       NULL };
   static const char *const end_keys[] = { "name", NULL };
+  static const char *const pause_keys[] = { "sync", NULL };
   const char *what = cmd_names[req->cmd];
   json_object *list;
   size_t i, n;
 
   switch (req->cmd) {
   case CMD_QUERY:
-  case CMD_PAUSE:
   case CMD_RESUME:
     return only_keys (args, what, none, err);
+
+  case CMD_PAUSE:
+    req->sync = true;
+    if (only_keys (args, what, pause_keys, err) == -1)
+      return -1;
+    /* Left out, or null: true. */
+    if (json_object_object_get_ex (args, "sync", &list) && list &&
+        get_bool (args, what, "sync", &req->sync, err) == -1)
+      return -1;
+    return 0;
 
   case CMD_SELECT:
     if (only_keys (args, what, select_keys, err) == -1)
@@ -230,6 +241,7 @@ parse_arguments (struct proto_request *req, json_object *args,
     return 0;
 
   case CMD_BACKUP_BEGIN:
+  case CMD_BACKUP_PREPARE:
     if (only_keys (args, what, begin_keys, err) == -1 ||
         get_name (args, what, "name", true, &req->name, err) == -1 ||
         get_name (args, what, "bitmap", false, &req->bitmap, err) == -1 ||

@@ -21,7 +21,7 @@
 
 enum proto_cmd {
   CMD_QUERY, CMD_TRANSACTION, CMD_SELECT, CMD_PAUSE, CMD_RESUME,
-  CMD_BACKUP_BEGIN, CMD_BACKUP_END,
+  CMD_BACKUP_BEGIN, CMD_BACKUP_END, CMD_BACKUP_PREPARE,
 };
 
 struct proto_action {
@@ -40,11 +40,15 @@ struct proto_request {
   enum proto_cmd cmd;
   struct proto_action *actions; /* transaction */
   size_t nr_actions;
-  const char *bitmap;           /* select (NULL: none), backup-begin */
-  const char *name;             /* backup-begin, backup-end */
-  const char *checkpoint;       /* backup-begin, or NULL */
-  const char *scratch;          /* backup-begin, or NULL */
+  /* bitmap: select (NULL: none); the rest backup-begin and
+   * backup-prepare (name backup-end too).
+   */
+  const char *bitmap;
+  const char *name;
+  const char *checkpoint;       /* or NULL */
+  const char *scratch;          /* or NULL */
   bool end_on_disconnect;       /* backup-begin */
+  bool sync;                    /* pause (true unless "sync": false) */
 };
 
 struct proto_error {

@@ -126,11 +126,8 @@ cut_locked (int (*apply) (struct bmf_txn **t, void *opaque,
   return 0;
 }
 
-/* Steps 2 and 3: commit the file, writes going on, then publish the
- * final set.  -1 with err (t freed) if the file could not be made to
- * say it.  meta_lock held.
- */
-static int
+/* Steps 2 and 3 (store-impl.h). */
+int
 commit_and_publish_locked (struct bmf_txn *t, bool copies_bits,
                            struct bitmap_set *final, uint64_t ticket,
                            struct bmerr *err)

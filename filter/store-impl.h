@@ -2,6 +2,7 @@
 /* store-impl.h: what the files of the store share (store.c opens and
  * closes the file; store-commit.c commits live changes, retires and
  * settles sets; store-txn.c runs transactions; store-resize.c resizes;
+ * store-cut.c makes a backup's cut;
  * store-query.c answers what others read; store-restore.c keeps the
  * restore record).  Never included outside
  * them: the rest of the filter sees the store through store.h.
@@ -15,8 +16,11 @@
  * in flight only: a thread that is not one (the control thread, a
  * connection's .prepare, the liveness thread) may use a set only
  * while it holds meta_lock, from tracker_current () to its last
- * access of the set (store_freeze, store_query, store_select), since
- * no set is retired meanwhile.
+ * access of the set (store_cut_make, store_query, store_select), since
+ * no set is retired meanwhile.  One holder keeps meta_lock across
+ * calls: a backup's cut (store-cut.c), from the cut to the commit of
+ * its checkpoint, on the control thread, which runs nothing else that
+ * takes meta_lock in between (backup_finish_pending).
  *
  * The locks of the filter, all of them, in the order in which they
  * are taken: a thread holding one takes only those below it.  What
@@ -103,6 +107,14 @@ extern int commit_live_locked (int (*apply) (struct bmf_txn **t,
                                void *opaque, bool copies_bits,
                                struct bitmap_set **retire,
                                struct bmerr *err);
+
+/* Steps 2 and 3 alone: commit the file, writes going on, then publish
+ * the final set.  -1 with err (t freed) if the file could not be made
+ * to say it.  meta_lock held.
+ */
+extern int commit_and_publish_locked (struct bmf_txn *t, bool copies_bits,
+                                      struct bitmap_set *final,
+                                      uint64_t ticket, struct bmerr *err);
 
 /* Step 4: once no request can use them, free the retired sets.
  * Without meta_lock.

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* store-query.c: what the rest of the filter reads of the store: a
- * bitmap's bits frozen at a backup's cut, the selected bitmap and its
- * pins, and the query.  Each reads the current set under meta_lock
- * (store-impl.h), so that no set is retired under it.
+/* store-query.c: what the rest of the filter reads of the store: the
+ * selected bitmap and its pins, and the query.  Each reads the current
+ * set under meta_lock (store-impl.h), so that no set is retired under
+ * it.
  */
 
 #include <config.h>
@@ -23,83 +23,6 @@
 #include "store-impl.h"
 #include "testpause.h"
 #include "util.h"
-
-/*----------------------------------------------------------------------
- * The cut of a backup view.
- */
-
-int
-store_freeze (const char *bitmap, uint64_t disk_size, struct bits *frozen,
-              unsigned *gbits, struct bmerr *err)
-{
-  struct bitmap_set *retire[2] = { NULL };
-  const struct bitmap_set *s;
-  const struct live_bitmap *lb;
-  struct bmerr e;
-  bool grown;
-  size_t len;
-
-  memset (frozen, 0, sizeof *frozen);
-  /* The resize and the copy under one hold of meta_lock: no resize
-   * from a connection's .prepare (which read its size earlier) comes
-   * between them, so the bits are of this size; and the set stays
-   * current, so alive, until the copy is done.
-   */
-  pthread_mutex_lock (&meta_lock);
-  if (resize_locked (disk_size, retire, &e) == -1) {
-    bmerr_set (err, e.errnum ? e.errnum : EIO, "cannot resize the bitmaps "
-               "to the disk's size (%" PRIu64 " bytes): %s", disk_size,
-               e.msg);
-    goto err;
-  }
-  s = tracker_current ();
-  if (bitmap == NULL)
-    goto out;
-  lb = set_find (s, bitmap);
-  if (lb == NULL) {
-    bmerr_set (err, ENOENT, "bitmap %s not found", bitmap);
-    goto err;
-  }
-  if (lb->flags & BMF_INCONSISTENT) {
-    bmerr_set (err, EINVAL, "bitmap %s is inconsistent: it may have missed "
-               "changes, so an incremental backup from it would too: "
-               "take a full backup", bitmap);
-    goto err;
-  }
-  test_pause_point ("freeze");
-  /* A read-only server keeps the file's size (resize_locked): then a
-   * grown area, from the granule of the old end on, is changed, as
-   * extents.c reads it.
-   */
-  grown = s->disk_size < disk_size;
-  len = bits_nr_words (lb->bits.nr_bits) * sizeof (uint64_t);
-  frozen->nr_bits = grown ? bmf_nr_bits (disk_size, lb->gbits)
-    : lb->bits.nr_bits;
-  frozen->words = calloc (MAX (bits_nr_words (frozen->nr_bits), 1),
-                          sizeof (uint64_t));
-  if (frozen->words == NULL) {
-    bmerr_set (err, errno, "%s", strerror (errno));
-    goto err;
-  }
-  tracker_lock ();
-  if (len)
-    memcpy (frozen->words, lb->bits.words, len);
-  tracker_unlock ();
-  if (grown)
-    bits_set_range (frozen, s->disk_size >> lb->gbits, frozen->nr_bits - 1);
-  *gbits = lb->gbits;
- out:
-  pthread_mutex_unlock (&meta_lock);
-  retire_sets (retire);
-  return 0;
-
- err:
-  pthread_mutex_unlock (&meta_lock);
-  retire_sets (retire);
-  free (frozen->words);
-  memset (frozen, 0, sizeof *frozen);
-  return -1;
-}
 
 /*----------------------------------------------------------------------
  * Selection.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* store-resize.c: the bitmaps made to cover the disk's size, as a
- * connection (.prepare) or a backup's cut (store_freeze) finds it: a
+ * connection (.prepare) or a backup's cut (store_cut_make) finds it: a
  * live transaction (store-commit.c) in which a grown area is dirty in
  * every bitmap and a shrink cuts them.
  */

@@ -62,17 +62,34 @@ extern int store_select (const char *name, struct bmerr *err);
 extern int store_transaction (struct action *acts, size_t n,
                               struct bmerr *err);
 
-/* The cut of a backup view (backup.c, the gate closed): make the
- * bitmaps cover a disk of disk_size bytes (a resize, as at .prepare:
- * the disk may have changed size while no client was connected) and,
- * unless bitmap is NULL, copy that bitmap's bits (frozen->words
- * malloced) and its granularity, from the set at that size, which no
- * resize or transaction retires meanwhile.  -1 with err: the resize
- * failed, ENOENT, EINVAL if the bitmap is inconsistent, ENOMEM.
+/* The cut of a backup view (backup.c; store-cut.c says how), in
+ * three steps.  store_cut_prepare, the writes going on: check bitmap
+ * B (unless NULL: a full backup), size frozen for its bits (its words
+ * malloced, or kept if of that size already) and give its granularity
+ * (else the default) in gbits, and prepare the transaction that adds
+ * checkpoint (unless NULL).  store_cut_make, the gate closed: bring
+ * the bitmaps to disk_size (a resize, as at .prepare: the disk may
+ * have changed size while no client was connected), copy B's bits
+ * into frozen (sized again if need be; gbits set), and publish the
+ * checkpoint recording: the cut.  With a checkpoint it returns with
+ * meta_lock held, for store_cut_finish, which commits it, writes going
+ * on, and must come next on the same thread.  -1 with err: ENOENT,
+ * EINVAL if B is inconsistent, EROFS, the resize or the commit
+ * failed, ENOMEM.  store_cut_free frees a cut that is not between its
+ * make and its finish.
  */
-extern int store_freeze (const char *bitmap, uint64_t disk_size,
-                         struct bits *frozen, unsigned *gbits,
-                         struct bmerr *err);
+struct store_cut;
+extern struct store_cut *store_cut_prepare (const char *bitmap,
+                                            const char *checkpoint,
+                                            uint64_t disk_size,
+                                            struct bits *frozen,
+                                            unsigned *gbits,
+                                            struct bmerr *err);
+extern int store_cut_make (struct store_cut *c, uint64_t disk_size,
+                           struct bits *frozen, unsigned *gbits,
+                           struct bmerr *err);
+extern int store_cut_finish (struct store_cut *c, struct bmerr *err);
+extern void store_cut_free (struct store_cut *c);
 
 /* A running restore (restore.h), as the file records it: its source
  * (malloced), the disk's size, its granularity, and its restored bits

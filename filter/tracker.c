@@ -56,6 +56,7 @@
 extern int dirtybitmap_debug_verbose;
 
 static struct bitmap_set *current;
+static uint64_t generation;     /* publishes so far (tracker.h) */
 /* bits_lock: see the top of this file (a first touch's ticket and
  * bits, the publication of sets, the tickets a sync covers).  Taken
  * under the store's meta_lock, never the other way; no sync and no
@@ -81,6 +82,13 @@ void
 tracker_publish (struct bitmap_set *s)
 {
   __atomic_store_n (&current, s, __ATOMIC_RELEASE);
+  __atomic_add_fetch (&generation, 1, __ATOMIC_RELEASE);
+}
+
+uint64_t
+tracker_generation (void)
+{
+  return __atomic_load_n (&generation, __ATOMIC_ACQUIRE);
 }
 
 void

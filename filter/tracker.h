@@ -131,6 +131,12 @@ extern struct bitmap_set *tracker_current (void);
  * held by the caller).
  */
 extern void tracker_publish (struct bitmap_set *s);
+/* How many sets have been published: a set built on the current one
+ * may be published later only if none was meanwhile (a freed set's
+ * address may be reused).  Stable under the bits lock or the store's
+ * meta_lock, which every publisher holds.
+ */
+extern uint64_t tracker_generation (void);
 extern void tracker_lock (void);
 extern void tracker_unlock (void);
 

@@ -209,6 +209,13 @@ view_end (struct view *v)
   scratch_free (s);
 }
 
+void
+view_fail (struct view *v, const char *why)
+{
+  if (!__atomic_exchange_n (&v->failed, true, __ATOMIC_ACQ_REL))
+    filter_error ("backup view %s: %s: the backup has failed", v->name, why);
+}
+
 const char *
 view_name (const struct view *v)
 {
@@ -361,6 +368,40 @@ broken (struct view *v, uint64_t i, const char *why, int e)
                   why, e ? ": " : "", e ? strerror (e) : "");
 }
 
+/* The buffer of a granule's old data: one per thread, kept from one
+ * write to the next, so that the first write of each granule neither
+ * allocates nor faults in 64K (freed, that much goes back to the
+ * kernel: a heap's top is trimmed), which cost a copy-before-write
+ * more than the copy.  NULL if out of memory.
+ */
+static pthread_once_t buffer_once = PTHREAD_ONCE_INIT;
+static pthread_key_t buffer_key;
+static bool have_buffer_key;
+
+static void
+make_buffer_key (void)
+{
+  have_buffer_key = pthread_key_create (&buffer_key, free) == 0;
+}
+
+static char *
+granule_buffer (void)
+{
+  char *buf;
+
+  pthread_once (&buffer_once, make_buffer_key);
+  if (!have_buffer_key)
+    return NULL;
+  buf = pthread_getspecific (buffer_key);
+  if (buf == NULL &&
+      (buf = malloc (UINT64_C (1) << VIEW_MAX_GBITS)) != NULL &&
+      pthread_setspecific (buffer_key, buf) != 0) {
+    free (buf);
+    buf = NULL;
+  }
+  return buf;
+}
+
 /* Keep the old data of granule i, unless it is done by now. */
 static void
 preserve (struct view *v, nbdkit_next *next, uint64_t i, char *buf)
@@ -421,7 +462,7 @@ view_before_write (struct view *v, nbdkit_next *next, uint32_t count,
   for (i = first; i <= last; ++i) {
     if (settled (v, i))
       continue;
-    if (buf == NULL && (buf = malloc (UINT64_C (1) << v->gbits)) == NULL) {
+    if (buf == NULL && (buf = granule_buffer ()) == NULL) {
       pthread_mutex_lock (&v->granules_lock);
       for (; i <= last; ++i)
         if (!settled (v, i) && !busy_locked (v, i, i, true)) {
@@ -434,7 +475,6 @@ view_before_write (struct view *v, nbdkit_next *next, uint32_t count,
     }
     preserve (v, next, i, buf);
   }
-  free (buf);
 }
 
 /*----------------------------------------------------------------------

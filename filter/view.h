@@ -31,6 +31,11 @@ extern void view_unref (struct view *v);
 /* No more requests: its reads fail from now on, its store goes. */
 extern void view_end (struct view *v);
 
+/* The view is not the disk at its cut any more, or its backup cannot
+ * complete: why, logged once; the query says failed.
+ */
+extern void view_fail (struct view *v, const char *why);
+
 extern const char *view_name (const struct view *v);
 extern uint64_t view_size (const struct view *v);
 

@@ -82,9 +82,11 @@ bmf_txn_abort (struct bmf_txn *t)
   /* Space appended for new regions goes again, but not what this
    * process still maps (reserved): a server's sets may map the new
    * regions already, and touching a page past the end of the file
-   * would kill it (SIGBUS).
+   * would kill it (SIGBUS); nor what the committed header refers to
+   * (a transaction prepared long before its abort may have seen a
+   * shorter file than another one committed since).
    */
-  end = t->orig_size;
+  end = MAX (t->orig_size, t->f->st.file_length);
   for (i = 0; i < t->f->nr_reserved; ++i)
     end = MAX (end, t->f->reserved[i].offset + t->f->reserved[i].length);
   if (!t->dry_run && fstat (t->f->fd, &sb) == 0 &&

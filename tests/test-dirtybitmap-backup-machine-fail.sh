@@ -2,13 +2,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # A backup of several disks is all or nothing.  Three disks, a full
 # backup with checkpoint b1, then incrementals that fail on one disk
-# after the others began:
+# (most after the others began):
 #   (a) its server killed (kill -9) while its backup-begin is under
 #       way (held at the filter's "freeze" pause point), the other two
 #       views open;
 #   (b) its server killed during the copy (its copy to a slow target
 #       under way);
-#   (c) its begin refused (its scratch directory is a file);
+#   (c) its scratch directory a file: refused by its backup-prepare,
+#       before any pause;
 #   (d) its target unwritable: /dev/full (no file or device to copy
 #       to), and an NBD target whose every write fails with ENOSPC.
 # Each time: exit 1, stderr ends with "backup incomplete", no server
@@ -171,16 +172,17 @@ start_disk b 8M
 after_failure b2 b3 b
 next_run b2 b3 b
 
-# (c) c's begin refused: its scratch directory is a file.  The other
-# two were begun, and ended.
+# (c) c's scratch directory is a file: refused by its backup-prepare,
+# before any pause, so no view was begun anywhere.
 write_some c $disks
 states $disks > before
 : > notadir
 na=$(begun a) nb=$(begun b)
 args c c.bak ",scratch=$PWD/notadir"
 backup_fails c.err "${argv[@]}" --incremental b3 --checkpoint b4
-test "$(begun a)" -eq $((na + 1))
-test "$(begun b)" -eq $((nb + 1))
+grep -F "disk c: backup-prepare: scratch $PWD/notadir: not a directory" c.err
+test "$(begun a)" -eq $na
+test "$(begun b)" -eq $nb
 after_failure b3 b4
 next_run b3 b4
 

@@ -80,6 +80,7 @@ cmd_name (enum proto_cmd cmd)
   case CMD_RESUME: return "resume";
   case CMD_BACKUP_BEGIN: return "backup-begin";
   case CMD_BACKUP_END: return "backup-end";
+  case CMD_BACKUP_PREPARE: return "backup-prepare";
   }
   return "?";
 }
@@ -138,6 +139,7 @@ check_request (const struct proto_request *req, size_t len)
     }
     break;
   case CMD_BACKUP_BEGIN:
+  case CMD_BACKUP_PREPARE:
     if (req->name == NULL)
       die ("backup-begin without a name", NULL);
     check_string (req->name, len, true, "backup-begin name");

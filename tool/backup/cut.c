@@ -2,12 +2,16 @@
 /* backup/cut.c: one cut through every disk of a machine, and its undo.
  *
  * The order, exactly (dirtybitmap(1), BACKING UP A VIRTUAL MACHINE):
- * freeze the guest; pause every server (each reply means its requests
- * in flight are done and its bitmaps synced); backup-begin on each
- * (a view and NEW, at that point); resume every server; thaw.  A write
- * completed before the first pause was sent is in every view; one
- * started after the last resume was answered is in none; in between,
- * no write runs at all.  The window is bounded by --cut-timeout.
+ * backup-prepare on every server (what each begin needs that does not
+ * depend on the instant, the guest running); freeze the guest; pause
+ * every server (each reply means its requests in flight are done;
+ * nothing is synced); backup-begin on each (a view and NEW, at that
+ * point); resume every server; thaw; a query of each, which each server
+ * answers once it has committed NEW (its begin left that for after
+ * the resume).  A write completed before the first pause was sent is
+ * in every view; one started after the last resume was answered is in
+ * none; in between, no write runs at all.  The window is bounded by
+ * --cut-timeout.
  *
  * All or nothing: on any failure every server is resumed, the guest
  * thawed, every view ended and NEW removed from every disk where this
@@ -268,6 +272,21 @@ step (struct set *s, const char *command, args_fn args,
   return r;
 }
 
+/* A pause for a cut: no request in flight, nothing synced (what must
+ * be durable is made so by each server after the resume, before its
+ * next reply: read_sizes waits for it).
+ */
+static json_object *
+pause_args (const struct set *s, const struct disk *d)
+{
+  json_object *args = json_object_new_object ();
+
+  (void) s;
+  (void) d;
+  json_object_object_add (args, "sync", json_object_new_boolean (false));
+  return args;
+}
+
 static bool *paused_flag (struct disk *d) { return &d->paused; }
 static bool *begun_flag (struct disk *d) { return &d->begun; }
 
@@ -280,24 +299,45 @@ mark_added (struct set *s)
     s->disks[i].added = true;
 }
 
-/* Each disk's size and NEW's granularity, for the manifest. */
-static void
+/* Each disk's size and NEW's granularity, for the manifest; the
+ * reply comes once the server has committed NEW (its begin, inside the
+ * pause, left that for after the resume): -1 if it could not.
+ */
+static int
 read_sizes (struct set *s)
 {
   json_object **rets = calloc (s->n, sizeof *rets);
+  json_object *b, *f;
   struct state st;
   size_t i;
+  int r;
 
-  if (rets == NULL)
-    return;
-  servers_call (s, "query", NULL, NULL, control_deadline (), false, rets);
-  for (i = 0; i < s->n; ++i)
-    if (rets[i]) {
-      read_state (s, rets[i], &st);
-      s->disks[i].size = st.size;
-      s->disks[i].granularity = st.granularity;
+  if (rets == NULL) {
+    set_fail (s, "out of memory");
+    return -1;
+  }
+  r = servers_call (s, "query", NULL, NULL, control_deadline (), false,
+                    rets);
+  for (i = 0; i < s->n; ++i) {
+    if (rets[i] == NULL)
+      continue;
+    read_state (s, rets[i], &st);
+    s->disks[i].size = st.size;
+    s->disks[i].granularity = st.granularity;
+    if (json_object_object_get_ex (rets[i], "backup", &b) && b &&
+        json_object_object_get_ex (b, "failure", &f) && f) {
+      disk_fail (&s->disks[i], "the backup failed after its cut: %s",
+                 json_object_get_string (f));
+      r = -1;
     }
+    else if (!st.has_new) {
+      disk_fail (&s->disks[i], "checkpoint %s is not on the disk after "
+                 "the cut", s->checkpoint);
+      r = -1;
+    }
+  }
   put_all (s, rets);
+  return r;
 }
 
 int
@@ -306,6 +346,12 @@ cut_make (struct set *s)
   double deadline;
   int r;
 
+  /* What each begin needs that does not depend on the instant, the
+   * guest running: inside the window each server only publishes.
+   */
+  if (servers_call (s, "backup-prepare", begin_args, NULL,
+                    control_deadline (), true, NULL) == -1)
+    return -1;
   /* From the freeze to the thaw, every wait is bounded and nothing
    * must be cut short: a second signal does not end the process.
    */
@@ -323,7 +369,8 @@ cut_make (struct set *s)
   s->cut_wall = clock_seconds (CLOCK_REALTIME);
   s->cut_made = true;
   deadline = s->cut_start + s->cut_timeout;
-  r = step (s, "pause", NULL, NULL, deadline, true, paused_flag, true);
+  r = step (s, "pause", pause_args, NULL, deadline, true, paused_flag,
+            true);
   if (r == 0) {
     /* From the request on, NEW may exist: the undo looks for it. */
     mark_added (s);
@@ -342,7 +389,7 @@ cut_make (struct set *s)
     r = -1;
   copy_signals_firm (false);
   if (r == 0)
-    read_sizes (s);
+    r = read_sizes (s);
   return r;
 }
 
