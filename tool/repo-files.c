@@ -288,13 +288,15 @@ repo_image_create (const struct repo *r, const char *disk,
 }
 
 int
-repo_stored_bytes (const char *image, uint64_t *stored, struct bmerr *err)
+repo_own_extents (const char *image,
+                  void (*fn) (uint64_t start, uint64_t length, void *opaque),
+                  void *opaque, struct bmerr *err)
 {
   char *argv[] = { (char *) "qemu-img", (char *) "map", (char *) "-f",
                    (char *) "qcow2", (char *) "--output=json",
                    (char *) "--", (char *) image, NULL };
   char *out = NULL;
-  json_object *map, *e, *v;
+  json_object *map, *e, *v, *s, *l;
   size_t i;
 
   if (repo_run_qemu (argv, &out, err) == -1) {
@@ -308,18 +310,32 @@ repo_stored_bytes (const char *image, uint64_t *stored, struct bmerr *err)
     json_object_put (map);
     return -1;
   }
-  *stored = 0;
   for (i = 0; i < json_object_array_length (map); ++i) {
     e = json_object_array_get_idx (map, i);
     if (json_object_object_get_ex (e, "depth", &v) &&
         json_object_get_int64 (v) == 0 &&
         json_object_object_get_ex (e, "present", &v) &&
         json_object_get_boolean (v) &&
-        json_object_object_get_ex (e, "length", &v))
-      *stored += json_object_get_uint64 (v);
+        json_object_object_get_ex (e, "start", &s) &&
+        json_object_object_get_ex (e, "length", &l))
+      fn (json_object_get_uint64 (s), json_object_get_uint64 (l), opaque);
   }
   json_object_put (map);
   return 0;
+}
+
+static void
+add_length (uint64_t start, uint64_t length, void *opaque)
+{
+  (void) start;
+  *(uint64_t *) opaque += length;
+}
+
+int
+repo_stored_bytes (const char *image, uint64_t *stored, struct bmerr *err)
+{
+  *stored = 0;
+  return repo_own_extents (image, add_length, stored, err);
 }
 
 int

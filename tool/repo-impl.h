@@ -62,6 +62,15 @@ extern int repo_verified_parse (const char *path, json_object *v,
                                 struct repo_point *p, struct bmerr *err);
 extern void repo_verified_free (struct repo_point *p);
 
+/* fn for each extent that qcow2 image holds itself, as qemu-img map
+ * says (depth 0, present: data, or zeroes recorded): its start and
+ * length.  -1 with err.
+ */
+extern int repo_own_extents (const char *image,
+                             void (*fn) (uint64_t start, uint64_t length,
+                                         void *opaque),
+                             void *opaque, struct bmerr *err);
+
 /* The bytes allocated in image itself, as qemu-img map says: its
  * extents at depth 0 that are present (data, or zeroes recorded).
  */

@@ -43,14 +43,16 @@
 struct held {
   uint8_t *bits;
   uint64_t n;                   /* chunks */
+  uint64_t chunk;               /* bytes */
 };
 
 static void
-hold_range (struct held *h, uint64_t chunk, uint64_t start, uint64_t len)
+hold_range (uint64_t start, uint64_t len, void *opaque)
 {
+  struct held *h = opaque;
   uint64_t i;
 
-  for (i = start / chunk; i < h->n && i * chunk < start + len; ++i)
+  for (i = start / h->chunk; i < h->n && i * h->chunk < start + len; ++i)
     h->bits[i / 8] |= 1 << (i % 8);
 }
 
@@ -59,37 +61,8 @@ static int
 held_by (const char *image, uint64_t chunk, struct held *h,
          struct bmerr *err)
 {
-  char *argv[] = { (char *) "qemu-img", (char *) "map", (char *) "-f",
-                   (char *) "qcow2", (char *) "--output=json",
-                   (char *) "--", (char *) image, NULL };
-  char *out = NULL;
-  json_object *map, *e, *v, *s, *l;
-  size_t i;
-
-  if (repo_run_qemu (argv, &out, err) == -1) {
-    free (out);
-    return -1;
-  }
-  map = json_tokener_parse (out ? out : "");
-  free (out);
-  if (map == NULL || !json_object_is_type (map, json_type_array)) {
-    bmerr_set (err, EINVAL, "%s: qemu-img map gave no JSON list", image);
-    json_object_put (map);
-    return -1;
-  }
-  for (i = 0; i < json_object_array_length (map); ++i) {
-    e = json_object_array_get_idx (map, i);
-    if (json_object_object_get_ex (e, "depth", &v) &&
-        json_object_get_int64 (v) == 0 &&
-        json_object_object_get_ex (e, "present", &v) &&
-        json_object_get_boolean (v) &&
-        json_object_object_get_ex (e, "start", &s) &&
-        json_object_object_get_ex (e, "length", &l))
-      hold_range (h, chunk, json_object_get_uint64 (s),
-                  json_object_get_uint64 (l));
-  }
-  json_object_put (map);
-  return 0;
+  h->chunk = chunk;
+  return repo_own_extents (image, hold_range, h, err);
 }
 
 static bool
