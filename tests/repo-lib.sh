@@ -80,3 +80,17 @@ restore_from ()
     kill -TERM $spid
     wait $spid
 }
+
+# points_of DISK POINT...: for each POINT in turn, writes on the disk
+# DISK (write_some), its backup into the repository as point POINT,
+# and the disk as it was then kept as DISK.POINT.
+points_of ()
+{
+    local d=$1 p
+    shift
+    for p in "$@"; do
+        write_some "$p" "$d"
+        rbackup "$p" "$d"
+        snapshot "$d" "$p"
+    done
+}

@@ -15,11 +15,7 @@ source "$abs_top_srcdir/tests/restore-lib.sh"
 size=$((8 * 1024 * 1024))
 chunk=65536
 start_disk a $size
-for p in mon tue wed; do
-    write_some $p a
-    rbackup $p a
-    snapshot a $p
-done
+points_of a mon tue wed
 
 # Disk b: point tue restored into it while served, its checkpoint tue.
 restore_from tue b $size
