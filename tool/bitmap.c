@@ -105,8 +105,11 @@ has (const struct opts *o, enum act_kind kind)
   return false;
 }
 
-/* Parse the options; returns 0, or the exit status.  The checks and
- * their order (and wording) are qemu-img bitmap's.
+static int check_options (struct opts *o, int argc, const char *fmt,
+                          const char *gran);
+
+/* Parse the options; returns 0, or the exit status.  The checks
+ * (check_options) and their order (and wording) are qemu-img bitmap's.
  */
 static int
 parse (int argc, char *argv[], struct opts *o)
@@ -164,6 +167,13 @@ parse (int argc, char *argv[], struct opts *o)
   }
   if (r)
     return EXIT_FAILURE;
+  return check_options (o, argc, fmt, gran);
+}
+
+/* The options, read, make sense together: an exit status (0: yes). */
+static int
+check_options (struct opts *o, int argc, const char *fmt, const char *gran)
+{
   if (o->n == 0)
     return bad_usage ("bitmap ", "Need at least one of --add, --remove, "
                       "--clear, --enable, --disable, or --merge");
