@@ -3,7 +3,23 @@
 # and tool, telling whether a server still runs, describing the
 # machine, the options of the benches of a disk and its backups, the
 # programs a bench needs, and waiting for a socket.  Sourced; needs
-# $prog, $top and $basedir.
+# $prog, $top and $basedir (bench_start sets them).
+
+# bench_start: the shell options and environment of a bench (errors
+# end it, C locale, the system's programs first), and $prog, $here,
+# $top and $basedir (TMPDIR, or /tmp).
+bench_start ()
+{
+    set -e
+    set -o pipefail
+    shopt -s inherit_errexit
+    export LC_ALL=C
+    export PATH="/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
+    prog="bench/${0##*/}"
+    here="$(cd "$(dirname "$0")" && pwd)"
+    top="$(cd "$here/.." && pwd)"
+    basedir="${TMPDIR:-/tmp}"
+}
 
 # Use the filter and tool of this tree unless FILTER / DIRTYBITMAP
 # name others; exit if the filter does not load.
@@ -67,7 +83,7 @@ bench_options ()
             --size=*) size_mib="${arg#*=}" ;;
             --percent=*) percent="${arg#*=}" ;;
             --dir=*) basedir="${arg#*=}" ;;
-            -h|--help) sed -n '3,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
+            -h|--help) sed -n '3,/^[^#]/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
             *) echo "$prog: unknown option $arg (see --help)" >&2; exit 1 ;;
         esac
     done

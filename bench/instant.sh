@@ -44,17 +44,8 @@
 # Needs nbdkit, nbdcopy and nbdsh (libnbd, Python's nbd module),
 # qemu-img, qemu-io and qemu-nbd, and the filter and tool built in this
 # tree.
-set -e
-set -o pipefail
-shopt -s inherit_errexit
-export LC_ALL=C
-export PATH="/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
-
-prog=bench/instant.sh
-here="$(cd "$(dirname "$0")" && pwd)"
-top="$(cd "$here/.." && pwd)"
-basedir="${TMPDIR:-/tmp}"
-. "$here/common.sh"
+. "$(dirname "$0")/common.sh"
+bench_start
 
 rounds=5
 size_mib=512
@@ -67,7 +58,7 @@ for arg in "$@"; do
         --parts=*) parts="${arg#*=}" ;;
         --before=*) before="${arg#*=}" ;;
         --dir=*) basedir="${arg#*=}" ;;
-        -h|--help) sed -n '3,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
+        -h|--help) sed -n '3,/^[^#]/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
         *) echo "$prog: unknown option $arg (see --help)" >&2; exit 1 ;;
     esac
 done

@@ -39,17 +39,8 @@
 #
 # Needs nbdkit, nbdsh (Python's nbd module), qemu-img, qemu-nbd, and
 # the filter and tool built in this tree.
-set -e
-set -o pipefail
-shopt -s inherit_errexit
-export LC_ALL=C
-export PATH="/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
-
-prog=bench/prune.sh
-here="$(cd "$(dirname "$0")" && pwd)"
-top="$(cd "$here/.." && pwd)"
-basedir="${TMPDIR:-/tmp}"
-. "$here/common.sh"
+. "$(dirname "$0")/common.sh"
+bench_start
 
 days=365
 size_mib=1024
@@ -64,7 +55,7 @@ for arg in "$@"; do
         --keep=*) keep="${arg#*=}" ;;
         --max-chain=*) max_chain="${arg#*=}" ;;
         --dir=*) basedir="${arg#*=}" ;;
-        -h|--help) sed -n '3,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
+        -h|--help) sed -n '3,/^[^#]/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
         *) echo "$prog: unknown option $arg (see --help)" >&2; exit 1 ;;
     esac
 done

@@ -38,17 +38,8 @@
 # Needs nbdkit, nbdcopy (libnbd-bin), nbdsh with Python's nbd module,
 # cc and libxxhash-dev (for the hash's speed), and the filter and tool
 # built in this tree.  See BENCHMARKS.md.
-set -e
-set -o pipefail
-shopt -s inherit_errexit
-export LC_ALL=C
-export PATH="/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
-
-prog=bench/resync.sh
-here="$(cd "$(dirname "$0")" && pwd)"
-top="$(cd "$here/.." && pwd)"
-basedir="${TMPDIR:-/tmp}"
-. "$here/common.sh"
+. "$(dirname "$0")/common.sh"
+bench_start
 
 rounds=6
 size_mib=1024

@@ -38,17 +38,8 @@
 #
 # Needs nbdkit, nbdcopy (libnbd-bin), nbdsh with Python's nbd module,
 # qemu-img and qemu-nbd, and the filter and tool built in this tree.
-set -e
-set -o pipefail
-shopt -s inherit_errexit
-export LC_ALL=C
-export PATH="/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
-
-prog=bench/rollback.sh
-here="$(cd "$(dirname "$0")" && pwd)"
-top="$(cd "$here/.." && pwd)"
-basedir="${TMPDIR:-/tmp}"
-. "$here/common.sh"
+. "$(dirname "$0")/common.sh"
+bench_start
 
 rounds=5
 size_mib=1024
