@@ -207,9 +207,8 @@ cut_check (struct set *s)
       goto out;
     for (i = 0; i < s->n; ++i)
       if (s->disks[i].leftover)
-        fprintf (stderr, "%s: backup: disk %s: removed checkpoint %s "
-                 "left by an incomplete backup\n", prog,
-                 s->disks[i].name, s->checkpoint);
+        bm_error ("backup: disk %s: removed checkpoint %s left by an "
+                  "incomplete backup", s->disks[i].name, s->checkpoint);
   }
   r = 0;
 
@@ -449,15 +448,13 @@ cut_remove_base (struct set *s)
     return;
   for (i = 0; i < s->n; ++i) {
     struct disk *d = &s->disks[i];
-    if (d->error == NULL)
+    if (!bmerr_failed (&d->error))
       continue;
-    fprintf (stderr, "%s: backup: disk %s: %s\n"
-             "%s: backup: the backup is complete; remove bitmap %s "
-             "yourself: %s bitmap --remove --control %s %s\n",
-             prog, d->name, d->error, prog, s->incremental, prog,
-             d->control, s->incremental);
-    free (d->error);
-    d->error = NULL;
+    bm_error ("backup: disk %s: %s", d->name, d->error.msg);
+    bm_error ("backup: the backup is complete; remove bitmap %s "
+              "yourself: %s bitmap --remove --control %s %s",
+              s->incremental, prog, d->control, s->incremental);
+    bmerr_clear (&d->error);
   }
 }
 
@@ -489,8 +486,8 @@ stale_args (const struct disk *d, json_object *ret, char *const *names,
     json_object_array_add (list, json_object_get (
                              json_object_array_get_idx (v, 0)));
     json_object_put (args);
-    fprintf (stderr, "%s: backup: disk %s: removed checkpoint %s, left "
-             "by a backup that did not complete\n", prog, d->name, names[k]);
+    bm_error ("backup: disk %s: removed checkpoint %s, left by a backup "
+              "that did not complete", d->name, names[k]);
   }
   if (list == NULL)
     return NULL;
@@ -564,11 +561,10 @@ undo_new (struct set *s, struct disk *d)
   return;
 
  fail:
-  fprintf (stderr, "%s: backup: disk %s: could not remove checkpoint %s%s%s"
-           ": the next backup removes it, or: %s bitmap --remove "
-           "--control %s %s\n", prog, d->name, s->checkpoint,
-           error ? ": " : "", error ? error : "", prog, d->control,
-           s->checkpoint);
+  bm_error ("backup: disk %s: could not remove checkpoint %s%s%s: the "
+            "next backup removes it, or: %s bitmap --remove --control %s "
+            "%s", d->name, s->checkpoint, error ? ": " : "",
+            error ? error : "", prog, d->control, s->checkpoint);
   free (error);
   if (fd >= 0 && fd != d->fd)
     close (fd);

@@ -92,7 +92,7 @@ struct disk {
   uint64_t granularity;         /* NEW's granularity */
   uint64_t size_before;         /* the disk's size before the cut */
   uint64_t base_granularity;    /* B's, or 0 if it is missing */
-  char *error;                  /* the first error, or NULL */
+  struct bmerr error;           /* the first error, if any */
 
   /* Checksums (backup/checksums.c). */
   enum copy_mode mode;
@@ -143,7 +143,7 @@ struct set {
   double frozen_ms;             /* < 0: not frozen */
 
   bool interrupted;             /* SIGINT or SIGTERM */
-  char *error;                  /* the first error of the set */
+  struct bmerr error;           /* the first error of the set, if any */
 
   /* A backup into a repository (backup/points.c), or NULL. */
   struct points *points;

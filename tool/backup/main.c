@@ -421,14 +421,14 @@ say_failure (const struct set *s)
 {
   size_t i;
 
-  if (s->error)
-    bm_error ("backup: %s", s->error);
+  if (bmerr_failed (&s->error))
+    bm_error ("backup: %s", s->error.msg);
   for (i = 0; i < s->n; ++i) {
     const struct disk *d = &s->disks[i];
     const char *who = s->n > 1 ? d->name : NULL;
-    if (d->error)
+    if (bmerr_failed (&d->error))
       bm_error ("backup: %s%s%s%s", who ? "disk " : "",
-                who ? who : "", who ? ": " : "", d->error);
+                who ? who : "", who ? ": " : "", d->error.msg);
     if (bmerr_failed (&d->r.error) || (d->r.interrupted && s->interrupted)) {
       if (who)
         bm_error ("backup: disk %s:", who);
@@ -471,8 +471,8 @@ open_repo (struct set *s, const struct options *opts)
                       "repository keeps its points' checksums", s->sums_dir);
   s->remove_incremental = false;        /* B goes once the point exists */
   if (points_open (s, opts->repo) == -1) {
-    bm_error ("backup: %s",
-              s->error ? s->error : strerror (ENOMEM));
+    bm_error ("backup: %s", bmerr_failed (&s->error) ? s->error.msg
+              : strerror (ENOMEM));
     return EXIT_FAILURE;
   }
   return check_disks (s);
@@ -575,7 +575,6 @@ do_backup (int argc, char *argv[])
     disk_free (&s.disks[i]);
   }
   free (s.disks);
-  free (s.error);
   free (opts.specs);
   if (s.agent_fd >= 0)
     close (s.agent_fd);

@@ -81,8 +81,9 @@ print_json (FILE *fp, const struct set *s, bool ok)
     json_object *c = copy_summary_json (&d->o, &d->r);
     json_object_object_add (c, "name", json_object_new_string (d->name));
     add_mode (c, d);
-    if (d->error)
-      json_object_object_add (c, "error", json_object_new_string (d->error));
+    if (bmerr_failed (&d->error))
+      json_object_object_add (c, "error",
+                              json_object_new_string (d->error.msg));
     json_object_array_add (disks, c);
     totals_known &= d->r.sizes_known;
     total += d->r.total;
@@ -116,7 +117,8 @@ print_json (FILE *fp, const struct set *s, bool ok)
                             json_object_new_uint64 (zeroed));
     json_object_object_add (j, "seconds",
                             json_object_new_double_s (seconds, secs));
-    json_object_object_add (j, "error", string_or_null (s->error));
+    json_object_object_add (j, "error", bmerr_failed (&s->error)
+                            ? json_object_new_string (s->error.msg) : NULL);
   }
   json_object_object_add (j, "disks", disks);
   copy_print_json (fp, j);
@@ -205,7 +207,7 @@ manifest_json (const struct set *s, bool ok)
     add_mode (o, d);
     json_object_object_add (o, "status", json_object_new_string (
       d->r.ok && ok ? "complete"
-      : bmerr_failed (&d->r.error) || d->error ? "failed"
+      : bmerr_failed (&d->r.error) || bmerr_failed (&d->error) ? "failed"
       : d->r.interrupted ? "interrupted" : "incomplete"));
     json_object_array_add (disks, o);
   }

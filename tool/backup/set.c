@@ -15,22 +15,13 @@
 
 #include "internal.h"
 
-static void
-vset_error (char **errp, const char *fs, va_list args)
-{
-  if (*errp)
-    return;
-  if (vasprintf (errp, fs, args) == -1)
-    *errp = strdup ("out of memory");
-}
-
 void
 set_fail (struct set *s, const char *fs, ...)
 {
   va_list args;
 
   va_start (args, fs);
-  vset_error (&s->error, fs, args);
+  bmerr_vfirst (&s->error, 0, fs, args);
   va_end (args);
 }
 
@@ -40,7 +31,7 @@ disk_fail (struct disk *d, const char *fs, ...)
   va_list args;
 
   va_start (args, fs);
-  vset_error (&d->error, fs, args);
+  bmerr_vfirst (&d->error, 0, fs, args);
   va_end (args);
 }
 
@@ -170,6 +161,5 @@ disk_free (struct disk *d)
   free (d->target);
   free (d->scratch);
   free (d->view_uri);
-  free (d->error);
   copy_result_free (&d->r);
 }
