@@ -94,25 +94,25 @@ control_connect (const char *path)
   return -1;
 }
 
-/* What a failed wait or call means, as a new string. */
-static char *
-why (int errnum)
+/* What a failed wait or call means, in err: errnum ETIMEDOUT "no
+ * reply in time", EINTR "interrupted", or another.
+ */
+static void
+why (struct bmerr *err, int errnum)
 {
-  return strdup (errnum == ETIMEDOUT ? "no reply in time"
-                 : errnum == EINTR ? "interrupted"
-                 : strerror (errnum));
+  bmerr_set (err, errnum, "%s", errnum == ETIMEDOUT ? "no reply in time"
+             : errnum == EINTR ? "interrupted" : strerror (errnum));
 }
 
 int
 control_send (int fd, json_object *request, double deadline,
-              char **error)
+              struct bmerr *err)
 {
   const char *req = json_object_to_json_string_ext (request,
                                                     JSON_C_TO_STRING_PLAIN);
   size_t sent = 0, reqlen = strlen (req);
   int r = 0;
 
-  *error = NULL;
   while (sent <= reqlen) {
     const char *p = sent < reqlen ? req + sent : "\n";
     size_t n = sent < reqlen ? reqlen - sent : 1;
@@ -130,7 +130,7 @@ control_send (int fd, json_object *request, double deadline,
       sent += w;
   }
   if (r == -1)
-    *error = why (errno);
+    why (err, errno);
   json_object_put (request);
   return r;
 }
@@ -140,7 +140,8 @@ control_send (int fd, json_object *request, double deadline,
  * requests).  -1 with *error.
  */
 static int
-recv_line (int fd, double deadline, int wake_fd, char **line, char **error)
+recv_line (int fd, double deadline, int wake_fd, char **line,
+           struct bmerr *err)
 {
   char *buf = NULL;
   size_t len = 0, cap = 0;
@@ -150,7 +151,7 @@ recv_line (int fd, double deadline, int wake_fd, char **line, char **error)
     if (len + 2 > cap) {
       char *b;
       if (cap + 65536 > REPLY_MAX) {
-        *error = strdup ("the reply is too long");
+        bmerr_set (err, EMSGSIZE, "the reply is too long");
         free (buf);
         return -1;
       }
@@ -163,7 +164,8 @@ recv_line (int fd, double deadline, int wake_fd, char **line, char **error)
       break;
     got = recv (fd, buf + len, 1, MSG_DONTWAIT);
     if (got == 0) {
-      *error = strdup ("the server closed the connection without a reply");
+      bmerr_set (err, ECONNRESET, "the server closed the connection "
+                 "without a reply");
       free (buf);
       return -1;
     }
@@ -180,22 +182,21 @@ recv_line (int fd, double deadline, int wake_fd, char **line, char **error)
       return 0;
     }
   }
-  *error = why (errno);
+  why (err, errno);
   free (buf);
   return -1;
 }
 
 int
 control_receive (int fd, double deadline, int wake_fd, json_object **ret,
-                 char **error)
+                 struct bmerr *err)
 {
   json_object *reply, *v, *e;
   char *line = NULL;
   int r = -1;
 
   *ret = NULL;
-  *error = NULL;
-  if (recv_line (fd, deadline, wake_fd, &line, error) == -1)
+  if (recv_line (fd, deadline, wake_fd, &line, err) == -1)
     return -1;
   reply = json_tokener_parse (line);
   if (reply && json_object_is_type (reply, json_type_object) &&
@@ -206,15 +207,11 @@ control_receive (int fd, double deadline, int wake_fd, json_object **ret,
   else if (reply && json_object_is_type (reply, json_type_object) &&
            json_object_object_get_ex (reply, "error", &e) &&
            json_object_object_get_ex (e, "desc", &v)) {
-    *error = strdup (json_object_get_string (v));
+    bmerr_set (err, EINVAL, "%s", json_object_get_string (v));
     r = 1;
   }
-  else if (asprintf (error, "not a control reply: %s", line) == -1)
-    *error = NULL;
-  if (*error == NULL && r != 0) {
-    *error = strdup (strerror (ENOMEM));
-    r = -1;
-  }
+  else
+    bmerr_set (err, EPROTO, "not a control reply: %s", line);
   json_object_put (reply);
   free (line);
   return r;
@@ -222,26 +219,22 @@ control_receive (int fd, double deadline, int wake_fd, json_object **ret,
 
 int
 control_call_on (int fd, const char *path, json_object *request,
-                 json_object **ret, char **error)
+                 json_object **ret, struct bmerr *err)
 {
   const double deadline =
     clock_seconds (CLOCK_MONOTONIC) + CONTROL_TIMEOUT_SECONDS;
-  char *e;
+  struct bmerr e = { 0 };
   int r;
 
   *ret = NULL;
-  *error = NULL;
   r = control_send (fd, request, deadline, &e);
   if (r == 0)
     r = control_receive (fd, deadline, -1, ret, &e);
   if (r == 1)
-    *error = e;
-  else if (r == -1) {
-    bm_error ("--control %s: %s", path,
-              strcmp (e, "no reply in time") == 0
-              ? "no reply within " CONTROL_TIMEOUT_TEXT : e);
-    free (e);
-  }
+    *err = e;
+  else if (r == -1)
+    bm_error ("--control %s: %s", path, e.errnum == ETIMEDOUT
+              ? "no reply within " CONTROL_TIMEOUT_TEXT : e.msg);
   return r;
 }
 
@@ -250,18 +243,14 @@ control_call (const char *path, json_object *request, json_object **ret,
               struct bmerr *err)
 {
   int fd = control_connect (path), r;
-  char *desc = NULL;
 
   *ret = NULL;
   if (fd == -1) {
     json_object_put (request);
     return -1;
   }
-  r = control_call_on (fd, path, request, ret, &desc);
+  r = control_call_on (fd, path, request, ret, err);
   close (fd);
-  if (r == 1)
-    bmerr_set (err, EINVAL, "%s", desc);
-  free (desc);
   return r;
 }
 

@@ -28,27 +28,24 @@ extern int control_call (const char *path, json_object *request,
 /* The same on one connection kept for several requests (what a client
  * holds, such as a pause, lasts as long as it): control_connect gives
  * its descriptor (-1 after printing why), close it when done.
- * control_call_on and the two below still give their error as a
- * malloced string in *error, as backup/cut.c and backup/servers.c
- * take it.
  */
 extern int control_connect (const char *path);
 extern int control_call_on (int fd, const char *path, json_object *request,
-                            json_object **ret, char **error);
+                            json_object **ret, struct bmerr *err);
 
 /* The two halves of control_call_on, for one request sent to several
  * servers at once and their replies awaited together.  Deadlines are
  * clock_seconds (CLOCK_MONOTONIC) (util.h).
  * control_send sends request (consumed); control_receive waits for
  * its reply until deadline, or until wake_fd (if >= 0) is readable.
- * Both return 0 (with *ret, a new reference), 1 (*error is the
- * server's "desc") or -1 (*error says what went wrong with the
- * connection: "no reply in time", "interrupted", ...); they print
- * nothing, and *error is malloced.
+ * Both return 0 (with *ret, a new reference), 1 (err is the server's
+ * "desc") or -1 (err says what went wrong with the connection: errnum
+ * ETIMEDOUT "no reply in time", EINTR "interrupted", ...); they print
+ * nothing.
  */
 extern int control_send (int fd, json_object *request, double deadline,
-                         char **error);
+                         struct bmerr *err);
 extern int control_receive (int fd, double deadline, int wake_fd,
-                            json_object **ret, char **error);
+                            json_object **ret, struct bmerr *err);
 
 #endif /* DIRTYBITMAP_CONTROL_CLIENT_H */

@@ -380,8 +380,8 @@ bitmap_chunks (const struct rollback *rb, size_t i,
   struct restore_job *j = &rb->st.jobs[i];
   const char *ctl = rb->disks[i].control;
   json_object *args = json_object_new_object (), *ret = NULL;
-  struct bmerr err = { 0 };
-  char *error = NULL, *uri = NULL;
+  struct bmerr err = { 0 }, end = { 0 };
+  char *uri = NULL;
   int fd, r;
 
   json_object_object_add (args, "name",
@@ -395,7 +395,7 @@ bitmap_chunks (const struct rollback *rb, size_t i,
     return -1;
   }
   r = control_call_on (fd, ctl, control_request ("backup-begin", args),
-                       &ret, &error);
+                       &ret, &err);
   json_object_put (ret);
   if (r == 0) {
     if ((uri = endpoint_with_export (rb->disks[i].source,
@@ -406,10 +406,9 @@ bitmap_chunks (const struct rollback *rb, size_t i,
     if (bmerr_failed (&err))
       r = -1;
   }
-  if (r == 1 || bmerr_failed (&err))
+  if (bmerr_failed (&err))
     bm_error ("rollback: disk %s: cannot read what bitmap %s recorded: %s",
-              j->d->name, base->name,
-              r == 1 ? (error ? error : "out of memory") : err.msg);
+              j->d->name, base->name, err.msg);
   /* Ended before anything is written (closing the connection would
    * end it too: end-on-disconnect).
    */
@@ -417,17 +416,14 @@ bitmap_chunks (const struct rollback *rb, size_t i,
     args = json_object_new_object ();
     json_object_object_add (args, "name",
                             json_object_new_string (ROLLBACK_VIEW));
-    free (error);
-    error = NULL;
     ret = NULL;
     if (control_call_on (fd, ctl, control_request ("backup-end", args),
-                         &ret, &error) == 1)
-      bm_error ("rollback: disk %s: backup-end: %s", j->d->name, error);
+                         &ret, &end) == 1)
+      bm_error ("rollback: disk %s: backup-end: %s", j->d->name, end.msg);
     json_object_put (ret);
   }
   close (fd);
   free (uri);
-  free (error);
   return r == 0 ? 0 : -1;
 }
 

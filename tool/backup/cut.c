@@ -500,7 +500,7 @@ int
 cut_remove_stale (struct set *s, char *const *names, size_t n)
 {
   json_object **rets = calloc (s->n, sizeof *rets), *args, *ret;
-  char *error = NULL;
+  struct bmerr e = { 0 };
   size_t i;
   int r = -1;
 
@@ -515,15 +515,15 @@ cut_remove_stale (struct set *s, char *const *names, size_t n)
     if ((args = stale_args (d, rets[i], names, n)) == NULL)
       continue;
     ret = NULL;
+    bmerr_clear (&e);
     if (control_call_on (d->fd, d->control,
                          control_request ("transaction", args), &ret,
-                         &error) != 0) {
-      disk_fail (d, "%s", error ? error : "out of memory");
+                         &e) != 0) {
+      disk_fail (d, "%s", bmerr_failed (&e) ? e.msg
+                 : "the control connection failed");
       r = -1;
     }
     json_object_put (ret);
-    free (error);
-    error = NULL;
   }
   put_all (s, rets);
   return r;
@@ -537,13 +537,13 @@ undo_new (struct set *s, struct disk *d)
 {
   json_object *ret = NULL;
   struct state st;
-  char *error = NULL;
+  struct bmerr e = { 0 };
   int fd = d->fd;
 
   if (fd == -1 && (fd = control_connect (d->control)) == -1)
     goto fail;
   if (control_call_on (fd, d->control, control_request ("query", NULL),
-                       &ret, &error) != 0)
+                       &ret, &e) != 0)
     goto fail;
   read_state (s, ret, &st);
   json_object_put (ret);
@@ -552,7 +552,7 @@ undo_new (struct set *s, struct disk *d)
       control_call_on (fd, d->control,
                        control_request ("transaction",
                                         remove_args (s->checkpoint)),
-                       &ret, &error) != 0)
+                       &ret, &e) != 0)
     goto fail;
   json_object_put (ret);
   d->added = false;
@@ -563,9 +563,8 @@ undo_new (struct set *s, struct disk *d)
  fail:
   bm_error ("backup: disk %s: could not remove checkpoint %s%s%s: the "
             "next backup removes it, or: %s bitmap --remove --control %s "
-            "%s", d->name, s->checkpoint, error ? ": " : "",
-            error ? error : "", prog, d->control, s->checkpoint);
-  free (error);
+            "%s", d->name, s->checkpoint, bmerr_failed (&e) ? ": " : "",
+            e.msg, prog, d->control, s->checkpoint);
   if (fd >= 0 && fd != d->fd)
     close (fd);
 }

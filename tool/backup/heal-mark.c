@@ -97,7 +97,7 @@ merge_marks (const struct set *s, const struct disk *d, const char *path,
   json_object *action = json_object_new_object ();
   json_object *actions = json_object_new_array ();
   json_object *args = json_object_new_object (), *ret = NULL;
-  char *why = NULL;
+  struct bmerr why = { 0 };
   int r;
 
   json_object_object_add (action, "action", json_object_new_string ("merge"));
@@ -112,8 +112,8 @@ merge_marks (const struct set *s, const struct disk *d, const char *path,
                        control_request ("transaction", args), &ret, &why);
   json_object_put (ret);
   if (r != 0)
-    bmerr_set (err, EIO, "%s", why ? why : "the control connection failed");
-  free (why);
+    bmerr_set (err, EIO, "%s", bmerr_failed (&why) ? why.msg
+               : "the control connection failed");
   return r == 0 ? 0 : -1;
 }
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <unistd.h>
 
 #include "control-client.h"
@@ -69,16 +70,15 @@ servers_call (struct set *s, const char *command, args_fn args,
   }
   for (i = 0; i < s->n; ++i) {
     struct disk *d = &s->disks[i];
-    char *error;
+    struct bmerr e = { 0 };
     if (rets)
       rets[i] = NULL;
     if (d->fd == -1 || (want && !want (d)))
       continue;
     if (control_send (d->fd, control_request (command,
                                               args ? args (s, d) : NULL),
-                      deadline, &error) == -1) {
-      disk_fail (d, "%s: %s", command, error);
-      free (error);
+                      deadline, &e) == -1) {
+      disk_fail (d, "%s: %s", command, e.msg);
       disk_break (d);
       r = -1;
       continue;
@@ -88,7 +88,7 @@ servers_call (struct set *s, const char *command, args_fn args,
   for (i = 0; i < s->n; ++i) {
     struct disk *d = &s->disks[i];
     json_object *ret;
-    char *error;
+    struct bmerr e = { 0 };
     int c;
     if (!sent[i])
       continue;
@@ -97,10 +97,9 @@ servers_call (struct set *s, const char *command, args_fn args,
      */
     while ((c = control_receive (d->fd, deadline,
                                  s->interrupted ? -1 : wake_fd,
-                                 &ret, &error)) == -1 &&
-           strcmp (error, "interrupted") == 0) {
+                                 &ret, &e)) == -1 && e.errnum == EINTR) {
       s->interrupted = true;
-      free (error);
+      bmerr_clear (&e);
     }
     if (c == 0) {
       if (rets)
@@ -110,11 +109,10 @@ servers_call (struct set *s, const char *command, args_fn args,
       continue;
     }
     r = -1;
-    if (c == -1 && strcmp (error, "no reply in time") == 0)
+    if (c == -1 && e.errnum == ETIMEDOUT)
       disk_fail (d, "%s: no reply from %s in time", command, d->control);
     else
-      disk_fail (d, "%s: %s", command, error);
-    free (error);
+      disk_fail (d, "%s: %s", command, e.msg);
     if (c == -1)
       disk_break (d);
   }
