@@ -111,6 +111,14 @@ extern int qemu_nbd_serve_qcow2 (const char *image, struct qemu_nbd *q,
  */
 extern int qemu_check_chain (const char *image, struct bmerr *err);
 
+/* The reads of a qcow2 image served by qemu-nbd: it serves reads of
+ * 256K with much less work than reads of 1M, the copy engine's default
+ * (it maps and unmaps a buffer for each); bench/restore.sh measured a
+ * restore of 1G a quarter faster, and verify of a point of 1G went
+ * from 1.6 seconds to 1.0.  A multiple of every checksum chunk.
+ */
+#define QEMU_NBD_READ_SIZE (256 * 1024)
+
 /* The program name and arguments that serve a qcow2 image (and its
  * checked chain) read-only to several clients: for a caller that
  * starts qemu-nbd itself (qemu_spawn).  NULL-terminated; image last.

@@ -45,13 +45,6 @@
 #include "sums.h"
 #include "util.h"
 
-/* The reads of the point's image: qemu-nbd serves reads of 256K with
- * much less work than reads of 1M, the copy engine's default (it maps
- * and unmaps a buffer for each of these); bench/restore.sh measured a
- * restore of 1G a quarter faster.  A multiple of every checksum chunk.
- */
-#define RESTORE_REQUEST_SIZE (256 * 1024)
-
 /* Are a and b one place, however spelled? */
 static bool
 same_place (const char *a, const char *b)
@@ -362,7 +355,7 @@ restore_copy (struct restore *st, struct restore_job *j)
   j->o = (struct copy_options) {
     .source = q.uri, .source_name = name, .target = j->target,
     .full = true, .progress = st->progress, .requests = st->requests,
-    .request_size = RESTORE_REQUEST_SIZE, .sums = &cs, .only = j->only,
+    .request_size = QEMU_NBD_READ_SIZE, .sums = &cs, .only = j->only,
     .label = st->n > 1 ? j->d->name : NULL,
   };
   copy_run (&j->o, &j->r);
