@@ -26,30 +26,7 @@ serve_source image
 args=(--filter="$FILTER" file mnt/disk.img restore-from="$src"
       control="$PWD/ctl")
 
-# power_on IMG: the file system of IMG mounted at mnt, as it was (IMG
-# is then $backing); power_off: unmounted, its loop device gone.
-power_on ()
-{
-    backing=$1
-    loop=$(losetup -f --show "$1")
-    mkdir -p mnt
-    mount "$loop" mnt
-}
-power_off ()
-{
-    if [ -n "$loop" ]; then
-        umount mnt
-        losetup -d "$loop"
-    fi
-    loop=
-}
-cleanup_fn power_off
-loop=$(losetup -f --show lo.img)
-if ! mkfs.ext4 -q -F "$loop" 2> mkfs.err; then
-    cat mkfs.err
-    exit 1
-fi
-losetup -d "$loop"
+format_loop_ext4 lo.img
 power_on lo.img
 
 n=0
