@@ -40,6 +40,18 @@ class Control:
         line, _, self.buf = self.buf.partition(b"\n")
         return json.loads(line), time.monotonic_ns()
 
+    def ok(self, cmd, args=None):
+        """Send cmd (with args) and return its reply's "return"; a
+        refusal fails the test."""
+        req = {"execute": cmd}
+        if args is not None:
+            req["arguments"] = args
+        self.send(req)
+        r = self.reply()[0]
+        if "return" not in r:
+            fail("%s: %s" % (cmd, r))
+        return r["return"]
+
     def close(self):
         self.s.close()
 

@@ -37,23 +37,13 @@ from controllib import Control, fail
 c = Control(sys.argv[2])
 
 
-def ok(cmd, args=None):
-    req = {"execute": cmd}
-    if args is not None:
-        req["arguments"] = args
-    c.send(req)
-    r = c.reply()[0]
-    if "return" not in r:
-        fail("%s: %s" % (cmd, r))
-    return r["return"]
-
 
 view = {"name": "v", "bitmap": "b0", "checkpoint": "b1"}
-ok("backup-prepare", view)
-ok("pause", {"sync": False})
-ok("backup-begin", view)
-ok("resume")
-q = ok("query")
+c.ok("backup-prepare", view)
+c.ok("pause", {"sync": False})
+c.ok("backup-begin", view)
+c.ok("resume")
+q = c.ok("query")
 b = q["backup"]
 want = sys.argv[3] + ": write header: Input/output error"
 if b is None or not b["failed"] or b["failure"] != want:
@@ -61,7 +51,7 @@ if b is None or not b["failed"] or b["failure"] != want:
          % (b, want))
 if q["state"] != "failed":
     fail("the file's state after a failed commit: %s" % q["state"])
-ok("backup-end", {"name": "v"})
+c.ok("backup-end", {"name": "v"})
 EOF
 python3 steps.py "$abs_top_srcdir/tests" "$PWD/ctl1.sock" \
         "$PWD/disk.img.bitmaps"

@@ -45,23 +45,13 @@ h.connect_unix(sys.argv[2])
 c = Control(sys.argv[3])
 
 
-def ok(cmd, args=None):
-    req = {"execute": cmd}
-    if args is not None:
-        req["arguments"] = args
-    c.send(req)
-    r = c.reply()[0]
-    if "return" not in r:
-        fail("%s: %s" % (cmd, r))
-    return r["return"]
-
 
 h.pwrite(b"a" * 4096, 0)
 view = {"name": "view", "bitmap": "b0", "checkpoint": "b1"}
-ok("backup-prepare", view)
-ok("pause", {"sync": False})
-ok("backup-begin", view)
-ok("resume")
+c.ok("backup-prepare", view)
+c.ok("pause", {"sync": False})
+c.ok("backup-begin", view)
+c.ok("resume")
 # The control thread is on its way to the commit: held before it.
 points.wait(["cut-commit"])
 h.pwrite(b"b" * 4096, 4 * M)
@@ -70,10 +60,10 @@ points.release("cut-commit")
 points.wait(["cut-committed"])
 shutil.copyfile("lo.img", "after.img")
 points.release("cut-committed")
-names = [b["name"] for b in ok("query")["bitmaps"]]
+names = [b["name"] for b in c.ok("query")["bitmaps"]]
 if names != ["b0", "b1"]:
     fail("bitmaps after the commit: %s" % names)
-ok("backup-end", {"name": "view"})
+c.ok("backup-end", {"name": "view"})
 h.shutdown()
 EOF
 python3 steps.py "$abs_top_srcdir/tests" "$PWD/nbd.sock" "$PWD/ctl.sock"
