@@ -44,6 +44,73 @@ live_regions (struct bmf_txn *t, size_t *n)
   return r;
 }
 
+/* Whether the len bytes at p are all zero. */
+static bool
+all_zero (const char *p, size_t len)
+{
+  return len == 0 || (p[0] == 0 && memcmp (p, p + 1, len - 1) == 0);
+}
+
+/* Make [pos, pos + length) of space that a removed bitmap (or another
+ * freed region) held read as zeroes, by writing zeroes over the blocks
+ * that hold anything else.  Not with fallocate(PUNCH_HOLE): a punch
+ * holds the file's invalidate lock, which a writer's first store to a
+ * clean page of the file's mapping takes too (page_mkwrite), and on
+ * some file systems it waits there for a discard: every write of a
+ * running server that sets a bit would wait for it.  The holes
+ * (SEEK_DATA) and the blocks that read as zeroes already are skipped:
+ * a removed bitmap is mostly zeroes.
+ */
+static int
+zero_reused (struct bmf *f, uint64_t pos, uint64_t length, struct bmerr *err)
+{
+  static const char zero[BMF_ALIGN];
+  char buf[16 * BMF_ALIGN];
+  const uint64_t end = pos + length;
+  uint64_t o = pos;
+
+  while (o < end) {
+    off_t data = lseek (f->fd, o, SEEK_DATA);
+    uint64_t stop;
+    size_t i, n;
+
+    if (data == -1 && errno == ENXIO)
+      break;                    /* holes to the end of the file */
+    if (data != -1) {
+      off_t hole = lseek (f->fd, data, SEEK_HOLE);
+      o = data;
+      stop = hole == -1 ? end : MIN ((uint64_t) hole, end);
+    }
+    else
+      stop = end;               /* no SEEK_DATA here: read it all */
+    for (; o < stop; o += n) {
+      ssize_t r;
+      n = MIN (sizeof buf, stop - o);
+      r = pread (f->fd, buf, n, o);
+      if (r <= 0) {
+        if (r == -1 && errno == EINTR) {
+          n = 0;
+          continue;
+        }
+        if (r == 0)
+          return 0;             /* the end of the file */
+        bmerr_set (err, errno, "%s: read: %s", f->path, strerror (errno));
+        return -1;
+      }
+      n = r;
+      for (i = 0; i < n; i += BMF_ALIGN) {
+        size_t len = MIN (BMF_ALIGN, n - i);
+        if (!all_zero (buf + i, len) &&
+            pwrite (f->fd, zero, len, o + i) != (ssize_t) len) {
+          bmerr_set (err, errno, "%s: write: %s", f->path, strerror (errno));
+          return -1;
+        }
+      }
+    }
+  }
+  return 0;
+}
+
 /* Find length bytes (a multiple of BMF_ALIGN) of free space, first
  * fit, allocate it and make it read as zeroes.  Nothing that a header
  * refers to is touched.
@@ -81,13 +148,12 @@ txn_alloc_region (struct bmf_txn *t, uint64_t length, uint64_t *offset,
     bmerr_set (err, errno, "%s: fstat: %s", f->path, strerror (errno));
     return -1;
   }
-  /* Old bytes in reused space: punch them out (falling back to
-   * writing zeroes below), then allocate every block now.
+  /* Old bytes in reused space: write zeroes over them (see
+   * zero_reused), then allocate every block now.
    */
   if (pos < (uint64_t) sb.st_size &&
-      fallocate (f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                 pos, MIN (length, sb.st_size - pos)) == -1)
-    zero_by_hand = true;
+      zero_reused (f, pos, MIN (length, sb.st_size - pos), err) == -1)
+    return -1;
   e = posix_fallocate (f->fd, pos, length);
   if (e == EOPNOTSUPP || e == EINVAL) {
     /* No fallocate here (some file systems): write the zeroes. */
