@@ -32,7 +32,9 @@
 #         per-write latency log, Unix timestamps, against the
 #         manifest's cut time); the same windows laid on the A/A cells
 #         at the same offsets give what the writers see there without
-#         a cut; and every cell's pooled latency percentiles.  A
+#         a cut; every cell's pooled latency percentiles; and each
+#         cell's stalls, its writes over 100 ms (those in flight at
+#         the same time counted once): whether the cuts add any.  A
 #         fourth cell, idle, makes --cuts cuts of the same servers
 #         with no writer: the window's floor.
 #   callgrind (not among the defaults; needs valgrind) the
@@ -274,6 +276,22 @@ for cell in ("without-a", "without-b"):
          for t, ms, _, _ in cuts]
     print("  the same windows laid on %s (no cut): median %.1f ms, p99 %.1f ms,"
           " max %.1f ms" % (cell, statistics.median(s), pct(s, 99), max(s)))
+def stall_events(ends, lats, over):
+    """The writes of a cell slower than over ms, those in flight at the
+    same time counted once: (count, the longest)."""
+    ev = sorted((e - l, e, l) for e, l in zip(ends, lats) if l > over)
+    n, end, top = 0, None, 0.0
+    for s, e, l in ev:
+        if end is None or s > end:
+            n += 1
+            end = e
+        end = max(end, e)
+        top = max(top, l)
+    return n, top
+print("stalls (writes over 100 ms, those in flight together counted once), "
+      "per cell: " + ", ".join(
+          "%s %d (longest %.0f ms)" % ((c,) + stall_events(cells[c][0], cells[c][1], 100))
+          for c in ("without-a", "with", "without-b")))
 idle, failed = read_cuts("idle")
 idle = [c[1] for c in idle]
 print("idle (the same servers, no writer), %d cuts, %d failed: window "
