@@ -6,7 +6,9 @@
  * is written and synced but for its header, its new region mapped,
  * and its transitional and final sets built from the current set, as
  * the first step of a transaction does (store-commit.c); the buffer
- * for the frozen copy of B is allocated at B's size and faulted in.
+ * for the frozen copy of B is allocated at B's size, and B's bits are
+ * copied into it while writes set them, the tracker noting the pages
+ * of them that change from then on (tracker_copy_begin).
  * The bitmaps are brought to the disk's size first, as a connection
  * would.  meta_lock is released at the end: the preparation holds
  * only what it owns (its new regions are mapped, so reserved: no other
@@ -17,8 +19,10 @@
  * Make, the gate closed and nothing in flight: under meta_lock, the
  * bitmaps brought to the disk's size (nothing to do unless it
  * changed), the preparation done again if it no longer holds (the
- * slow path: what a begin without preparation costs), B's bits copied
- * into the buffer and the transitional set published: the cut.  From
+ * slow path: what a begin without preparation costs), the pages of
+ * B's bits noted since the copy copied again (tracker_copy_finish: a
+ * few, against 32 MiB for the whole of a 16 TiB disk at 64K) and the
+ * transitional set published: the cut.  From
  * here on writes record into the old bitmaps and the checkpoint both,
  * as during any transaction.  meta_lock stays held until the finish,
  * so that nothing else changes the file in between.
@@ -60,6 +64,8 @@ struct store_cut {
   uint64_t seq;
   uint64_t generation;          /* of the current set (tracker.h) */
   uint64_t disk_size;
+  /* B's bits, copied into the frozen buffer before the cut. */
+  struct tracker_copy base;
   /* The checkpoint's transaction and its sets. */
   struct bmf_txn *t;
   struct bitmap_set *premap, *trans, *final;
@@ -73,6 +79,7 @@ struct store_cut {
 static void
 discard_locked (struct store_cut *c)
 {
+  tracker_copy_end (&c->base);
   set_free (store.file, c->trans);
   set_free (store.file, c->final);
   set_premap_release (store.file, c->premap);
@@ -188,7 +195,8 @@ prepare_locked (struct store_cut *c, uint64_t disk_size, struct bits *frozen,
     if ((lb = find_base_locked (c->bitmap, err)) == NULL)
       return -1;
     c->gbits = lb->gbits;
-    if (size_frozen (frozen, frozen_bits (s, lb, disk_size), err) == -1)
+    if (size_frozen (frozen, frozen_bits (s, lb, disk_size), err) == -1 ||
+        tracker_copy_begin (&c->base, c->bitmap, frozen->words, err) == -1)
       return -1;
   }
   c->seq = bmf_state (store.file)->seq;
@@ -273,8 +281,9 @@ valid_locked (const struct store_cut *c, uint64_t disk_size)
     c->generation == tracker_generation () && c->disk_size == disk_size;
 }
 
-/* B's bits now, into frozen (sized again if B changed since the
- * preparation).  meta_lock held, the gate closed.
+/* B's bits now, into frozen: the copy begun by the preparation
+ * (valid: the set is the one it was begun in) brought up to date, the
+ * pages changed since copied again.  meta_lock held, the gate closed.
  */
 static int
 copy_base_locked (struct store_cut *c, uint64_t disk_size,
@@ -282,18 +291,13 @@ copy_base_locked (struct store_cut *c, uint64_t disk_size,
 {
   const struct bitmap_set *s = tracker_current ();
   const struct live_bitmap *lb = find_base_locked (c->bitmap, err);
-  size_t len;
 
   if (lb == NULL)
     return -1;
   test_pause_point ("freeze");
-  if (size_frozen (frozen, frozen_bits (s, lb, disk_size), err) == -1)
-    return -1;
-  len = bits_nr_words (lb->bits.nr_bits) * sizeof (uint64_t);
-  tracker_lock ();
-  if (len)
-    memcpy (frozen->words, lb->bits.words, len);
-  tracker_unlock ();
+  assert (c->base.lb == lb &&
+          frozen->nr_bits == frozen_bits (s, lb, disk_size));
+  tracker_copy_finish (&c->base, frozen->words);
   if (s->disk_size < disk_size)
     bits_set_range (frozen, s->disk_size >> lb->gbits, frozen->nr_bits - 1);
   *gbits = lb->gbits;
@@ -377,12 +381,15 @@ store_cut_free (struct store_cut *c)
   if (c == NULL)
     return;
   assert (!c->locked);
-  /* (After store_close the file and its sets are gone already.) */
-  if (c->prepared && c->checkpoint && store.file) {
+  /* (After store_close the file and its sets are gone already, and
+   * no writer notes pages for the copy of B.)
+   */
+  if (store.file && (c->base.lb || (c->prepared && c->checkpoint))) {
     pthread_mutex_lock (&meta_lock);
     discard_locked (c);
     pthread_mutex_unlock (&meta_lock);
   }
+  free (c->base.pages.words);
   free (c->bitmap);
   free (c->checkpoint);
   free (c);

@@ -65,12 +65,14 @@ extern int store_transaction (struct action *acts, size_t n,
 /* The cut of a backup view (backup.c; store-cut.c says how), in
  * three steps.  store_cut_prepare, the writes going on: check bitmap
  * B (unless NULL: a full backup), size frozen for its bits (its words
- * malloced, or kept if of that size already) and give its granularity
- * (else the default) in gbits, and prepare the transaction that adds
- * checkpoint (unless NULL).  store_cut_make, the gate closed: bring
- * the bitmaps to disk_size (a resize, as at .prepare: the disk may
- * have changed size while no client was connected), copy B's bits
- * into frozen (sized again if need be; gbits set), and publish the
+ * malloced, or kept if of that size already), copy them into it
+ * (tracker_copy_begin) and give its granularity (else the default) in
+ * gbits, and prepare the transaction that adds checkpoint (unless
+ * NULL).  store_cut_make, the gate closed: bring the bitmaps to
+ * disk_size (a resize, as at .prepare: the disk may have changed size
+ * while no client was connected), bring frozen up to B's bits now (the
+ * pages changed since the copy; all of them if the preparation no
+ * longer holds; gbits set), and publish the
  * checkpoint recording: the cut.  With a checkpoint it returns with
  * meta_lock held, for store_cut_finish, which commits it, writes going
  * on, and must come next on the same thread.  -1 with err: ENOENT,

@@ -35,6 +35,7 @@
 
 #include <config.h>
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -50,6 +51,7 @@
 #include "mappings.h"
 #include "report.h"
 #include "shadow.h"
+#include "testpause.h"
 #include "tracker.h"
 #include "util.h"
 
@@ -517,23 +519,109 @@ prefault (struct bitmap_set *s, uint64_t offset, uint32_t count)
   }
 }
 
-/* Set the bits in every recording bitmap of s (bits_lock held). */
+/* Set the bits in every recording bitmap of s (bits_lock held), and
+ * note the pages changed of one being copied (tracker_copy_begin).
+ */
 static void
 set_bits_locked (struct bitmap_set *s, uint64_t offset, uint32_t count)
 {
+  const uint64_t page_bits = TRACKER_COPY_PAGE_WORDS * 64;
   uint64_t first, last;
   size_t i;
 
   for (i = 0; i < s->nr_recording; ++i) {
     struct live_bitmap *lb = s->recording[i];
     coarse_set_shadow_locked (lb, offset, count);
-    if (range_of (&lb->bits, lb->gbits, offset, count, &first, &last) &&
-        bits_set_range (&lb->bits, first, last) &&
-        dirtybitmap_debug_verbose)
+    if (!range_of (&lb->bits, lb->gbits, offset, count, &first, &last) ||
+        !bits_set_range (&lb->bits, first, last))
+      continue;
+    if (lb->copy_pages)
+      bits_set_range (lb->copy_pages, first / page_bits, last / page_bits);
+    if (dirtybitmap_debug_verbose)
       filter_debug ("%s: dirtied granules %" PRIu64
                     "-%" PRIu64, lb->name ? lb->name : "(old data)",
                     first, last);
   }
+}
+
+int
+tracker_copy_begin (struct tracker_copy *tc, const char *name, uint64_t *dst,
+                    struct bmerr *err)
+{
+  struct live_bitmap *lb = (struct live_bitmap *) set_find (current, name);
+  uint64_t w, nr_words, nr_pages;
+
+  memset (tc, 0, sizeof *tc);
+  if (lb == NULL) {
+    bmerr_set (err, ENOENT, "bitmap %s not found", name);
+    return -1;
+  }
+  nr_words = bits_nr_words (lb->bits.nr_bits);
+  nr_pages = (nr_words + TRACKER_COPY_PAGE_WORDS - 1) / TRACKER_COPY_PAGE_WORDS;
+  tc->pages.nr_bits = nr_pages;
+  tc->pages.words = calloc (MAX (bits_nr_words (nr_pages), 1),
+                            sizeof (uint64_t));
+  if (tc->pages.words == NULL) {
+    bmerr_set (err, errno, "%s", strerror (errno));
+    return -1;
+  }
+  pthread_mutex_lock (&bits_lock);
+  lb->copy_pages = &tc->pages;
+  tc->lb = lb;
+  tc->generation = generation;
+  pthread_mutex_unlock (&bits_lock);
+  /* Writes set bits meanwhile: each word is read whole, and a page
+   * whose bits change after this read is noted, for the finish.
+   */
+  for (w = 0; w < nr_words; ++w)
+    dst[w] = __atomic_load_n (&lb->bits.words[w], __ATOMIC_RELAXED);
+  test_pause_point ("base-copied");
+  return 0;
+}
+
+/* Stop noting (bits_lock held).  The set it was begun in may have been
+ * replaced since, and freed: then no writer reaches lb any more (a
+ * writer sets bits in the set current under bits_lock), and it is not
+ * touched.
+ */
+static void
+copy_stop_locked (struct tracker_copy *tc)
+{
+  if (tc->lb && tc->generation == generation)
+    tc->lb->copy_pages = NULL;
+  tc->lb = NULL;
+}
+
+void
+tracker_copy_finish (struct tracker_copy *tc, uint64_t *dst)
+{
+  const struct live_bitmap *lb = tc->lb;
+  uint64_t p, nr_words;
+
+  assert (lb && tc->generation == tracker_generation ());
+  nr_words = bits_nr_words (lb->bits.nr_bits);
+  pthread_mutex_lock (&bits_lock);
+  for (p = bits_next_set (&tc->pages, 0, tc->pages.nr_bits);
+       p < tc->pages.nr_bits;
+       p = bits_next_set (&tc->pages, p + 1, tc->pages.nr_bits)) {
+    uint64_t w = p * TRACKER_COPY_PAGE_WORDS;
+    memcpy (&dst[w], &lb->bits.words[w],
+            MIN (TRACKER_COPY_PAGE_WORDS, nr_words - w) * sizeof (uint64_t));
+  }
+  copy_stop_locked (tc);
+  pthread_mutex_unlock (&bits_lock);
+  free (tc->pages.words);
+  tc->pages.words = NULL;
+}
+
+void
+tracker_copy_end (struct tracker_copy *tc)
+{
+  pthread_mutex_lock (&bits_lock);
+  copy_stop_locked (tc);
+  pthread_mutex_unlock (&bits_lock);
+  free (tc->pages.words);
+  tc->pages.words = NULL;
 }
 
 /* Set the bits in the views of s (bits_lock held).  The views are set

@@ -28,6 +28,11 @@ struct live_bitmap {
   uint64_t shadow_offset;
   uint64_t shadow_length;
   struct bits shadow;
+  /* While a copy of its bits is being taken (tracker_copy_begin): one
+   * bit per page of its words (TRACKER_COPY_PAGE_WORDS) in which a bit
+   * was set since.  Under bits_lock.
+   */
+  struct bits *copy_pages;
 };
 
 /* What the write path's fast test reads: for the recording bitmaps of
@@ -139,6 +144,32 @@ extern void tracker_publish (struct bitmap_set *s);
 extern uint64_t tracker_generation (void);
 extern void tracker_lock (void);
 extern void tracker_unlock (void);
+
+/* A copy of a recording bitmap's bits taken while writes set them,
+ * then brought up to date at an instant when none does (a backup's
+ * cut, store-cut.c: B's bits copied before the pause, writes going
+ * on, then inside it only the pages changed since).
+ *
+ * tracker_copy_begin: from now on, each page of the bits of the
+ * bitmap named name in the current set in which a bit is set is
+ * noted; then its words are copied into dst (which holds at least
+ * its words).  tracker_copy_finish, no write setting bits and the
+ * current set the same (tracker_generation, checked by the caller):
+ * the pages noted are copied again, and the noting stops.
+ * tracker_copy_end stops it (a copy not finished).  All three under
+ * the store's meta_lock; a copy that is begun must be ended or
+ * finished.
+ */
+#define TRACKER_COPY_PAGE_WORDS 512     /* 4096 bytes */
+struct tracker_copy {
+  struct live_bitmap *lb;       /* NULL: no copy under way */
+  uint64_t generation;          /* of the set it was begun in */
+  struct bits pages;
+};
+extern int tracker_copy_begin (struct tracker_copy *tc, const char *name,
+                               uint64_t *dst, struct bmerr *err);
+extern void tracker_copy_finish (struct tracker_copy *tc, uint64_t *dst);
+extern void tracker_copy_end (struct tracker_copy *tc);
 
 /* The tickets a sync may cover (dur_init's covered): the last ticket
  * taken, read under the bits lock, so that each has its bits set.
