@@ -182,51 +182,85 @@ set_dirty_bytes (const struct bitmap_set *s, const struct live_bitmap *lb)
 }
 
 /* Build the views of the recording bitmaps: one per granularity (and
- * size), the AND of its members.
+ * size), the AND of its members.  A lone member is its own view
+ * (unless strict mode needs a copy).  Several: their AND, computed only
+ * where the summaries say that every member may have bits; elsewhere
+ * the view stays as calloc left it, pages never touched.  So a view
+ * of a fresh bitmap (a checkpoint just added) and an old one costs
+ * its summaries, not a pass over the bits of both: a backup's
+ * preparation builds one under bits_lock, the writers' lock.
  */
+static bool
+view_of (const struct fast_view *v, const struct live_bitmap *lb)
+{
+  return v->gbits == lb->gbits && v->bits.nr_bits == lb->bits.nr_bits;
+}
+
+/* Whether words [BITS_SUMMARY_WORDS b, ...) may have bits in every
+ * member of v.
+ */
+static bool
+all_may_be_set (const struct bitmap_set *s, const struct fast_view *v,
+                uint64_t b)
+{
+  size_t i;
+
+  for (i = 0; i < s->nr_recording; ++i)
+    if (view_of (v, s->recording[i]) &&
+        !bits_block_may_be_set (&s->recording[i]->bits, b))
+      return false;
+  return true;
+}
+
 static int
 build_views (struct bitmap_set *s)
 {
   const bool copy = dur_mode () == BMF_STRICT;
-  size_t i, j;
+  size_t i, j, nr;
 
   s->views = calloc (MAX (s->nr_recording, 1), sizeof *s->views);
   if (s->views == NULL)
     return -1;
   for (i = 0; i < s->nr_recording; ++i) {
     const struct live_bitmap *lb = s->recording[i];
-    struct fast_view *v;
-    uint64_t w, n = bits_nr_words (lb->bits.nr_bits);
 
     for (j = 0; j < s->nr_views; ++j)
-      if (s->views[j].gbits == lb->gbits &&
-          s->views[j].bits.nr_bits == lb->bits.nr_bits)
+      if (view_of (&s->views[j], lb))
         break;
-    v = &s->views[j];
     if (j == s->nr_views) {
-      /* The first member: its own bits, until a second one comes or
-       * strict mode needs a copy.
-       */
       s->nr_views++;
-      v->gbits = lb->gbits;
-      v->bits.nr_bits = lb->bits.nr_bits;
-      v->bits.words = lb->bits.words;
-      v->owned = false;
-      if (!copy || n == 0)
+      s->views[j].gbits = lb->gbits;
+      s->views[j].bits.nr_bits = lb->bits.nr_bits;
+      s->views[j].bits.words = lb->bits.words;
+    }
+  }
+  for (j = 0; j < s->nr_views; ++j) {
+    struct fast_view *v = &s->views[j];
+    uint64_t n = bits_nr_words (v->bits.nr_bits), b, w;
+
+    for (i = nr = 0; i < s->nr_recording; ++i)
+      nr += view_of (v, s->recording[i]);
+    if (n == 0 || (nr == 1 && !copy))
+      continue;                 /* its own bits */
+    if ((v->bits.words = calloc (n, sizeof (uint64_t))) == NULL)
+      return -1;
+    v->owned = true;
+    for (b = 0; b * BITS_SUMMARY_WORDS < n; ++b) {
+      const uint64_t w0 = b * BITS_SUMMARY_WORDS;
+      const uint64_t w1 = MIN (n, w0 + BITS_SUMMARY_WORDS);
+      bool first = true;
+      if (!all_may_be_set (s, v, b))
         continue;
+      for (i = 0; i < s->nr_recording; ++i) {
+        const struct live_bitmap *lb = s->recording[i];
+        if (!view_of (v, lb))
+          continue;
+        for (w = w0; w < w1; ++w)
+          v->bits.words[w] = first ? lb->bits.words[w]
+            : v->bits.words[w] & lb->bits.words[w];
+        first = false;
+      }
     }
-    if (n == 0)
-      continue;
-    if (!v->owned) {
-      uint64_t *words = malloc (n * sizeof *words);
-      if (words == NULL)
-        return -1;
-      memcpy (words, v->bits.words, n * sizeof *words);
-      v->bits.words = words;
-      v->owned = true;
-    }
-    for (w = 0; w < n; ++w)
-      v->bits.words[w] &= lb->bits.words[w];
   }
   return 0;
 }

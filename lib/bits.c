@@ -16,7 +16,7 @@
 #include "bits.h"
 #include "util.h"
 
-#define WORDS_PER_SUMMARY_BIT 64
+#define WORDS_PER_SUMMARY_BIT BITS_SUMMARY_WORDS
 #define BITS_PER_SUMMARY_BIT (64 * WORDS_PER_SUMMARY_BIT)
 
 static uint64_t

@@ -31,6 +31,19 @@ bits_nr_words (uint64_t nr_bits)
   return (nr_bits + 63) / 64;
 }
 
+/* Words per summary bit. */
+#define BITS_SUMMARY_WORDS 64
+
+/* Whether words [BITS_SUMMARY_WORDS k, BITS_SUMMARY_WORDS (k + 1)) may
+ * hold a set bit: summary bit k, or true without a summary.
+ */
+static inline bool
+bits_block_may_be_set (const struct bits *b, uint64_t k)
+{
+  return b->summary == NULL ||
+    (__atomic_load_n (&b->summary[k / 64], __ATOMIC_ACQUIRE) >> (k & 63)) & 1;
+}
+
 /* Build (or rebuild) the summary by scanning every word. */
 extern int bits_build_summary (struct bits *b);
 extern void bits_free_summary (struct bits *b);
