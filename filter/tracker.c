@@ -181,15 +181,7 @@ set_dirty_bytes (const struct bitmap_set *s, const struct live_bitmap *lb)
   return bytes;
 }
 
-/* Build the views of the recording bitmaps: one per granularity (and
- * size), the AND of its members.  A lone member is its own view
- * (unless strict mode needs a copy).  Several: their AND, computed only
- * where the summaries say that every member may have bits; elsewhere
- * the view stays as calloc left it, pages never touched.  So a view
- * of a fresh bitmap (a checkpoint just added) and an old one costs
- * its summaries, not a pass over the bits of both: a backup's
- * preparation builds one under bits_lock, the writers' lock.
- */
+/* Whether lb is a member of view v. */
 static bool
 view_of (const struct fast_view *v, const struct live_bitmap *lb)
 {
@@ -212,6 +204,15 @@ all_may_be_set (const struct bitmap_set *s, const struct fast_view *v,
   return true;
 }
 
+/* Build the views of the recording bitmaps: one per granularity (and
+ * size), the AND of its members.  A lone member is its own view
+ * (unless strict mode needs a copy).  Several: their AND, computed only
+ * where the summaries say that every member may have bits; elsewhere
+ * the view stays as calloc left it, pages never touched.  So a view
+ * of a fresh bitmap (a checkpoint just added) and an old one costs
+ * its summaries, not a pass over the bits of both: a backup's
+ * preparation builds one under bits_lock, the writers' lock.
+ */
 static int
 build_views (struct bitmap_set *s)
 {
