@@ -44,6 +44,8 @@ live_regions (struct bmf_txn *t, size_t *n)
   return r;
 }
 
+static const char zero[BMF_ALIGN];
+
 /* Whether the len bytes at p are all zero. */
 static bool
 all_zero (const char *p, size_t len)
@@ -64,7 +66,6 @@ all_zero (const char *p, size_t len)
 static int
 zero_reused (struct bmf *f, uint64_t pos, uint64_t length, struct bmerr *err)
 {
-  static const char zero[BMF_ALIGN];
   char buf[16 * BMF_ALIGN];
   const uint64_t end = pos + length;
   uint64_t o = pos;
@@ -166,7 +167,6 @@ txn_alloc_region (struct bmf_txn *t, uint64_t length, uint64_t *offset,
     return -1;
   }
   if (zero_by_hand) {
-    static const char zero[BMF_ALIGN];
     uint64_t o;
     for (o = 0; o < length; o += BMF_ALIGN)
       if (pwrite (f->fd, zero, BMF_ALIGN, pos + o) != BMF_ALIGN) {
