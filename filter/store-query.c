@@ -97,8 +97,14 @@ store_query (struct store_info *info, struct bmerr *err)
   info->state = failed ? "failed" : store.open_recorded ? "open" : "closed";
   for (i = 0; i < s->nr_named; ++i) {
     const struct live_bitmap *lb = &s->bm[i];
-    struct store_bitmap_info *bi = &info->bitmaps[i];
+    struct store_bitmap_info *bi = &info->bitmaps[info->nr];
 
+    /* The bitmaps the file has: after a commit that failed, the set of
+     * its transaction stays (it records into the old and the new
+     * regions), but a bitmap that the transaction added is not there.
+     */
+    if (bmf_find (bmf_state (store.file), lb->name) == NULL)
+      continue;
     bi->name = strdup (lb->name);
     if (bi->name == NULL)
       goto nomem;

@@ -4,9 +4,10 @@
 # committed after the resume; here that commit fails (an LD_PRELOAD
 # shim fails the sync of its header, the 12th sync of the bitmap file
 # in this sequence).  The begin and the resume have replied; the next
-# reply (a query) says the view failed and why, and the file's state
-# is failed; dirtybitmap backup, on the same sequence, says the backup
-# failed after its cut, and exits 1.
+# reply (a query) says the view failed and why, the file's state is
+# failed, and its bitmaps are b0 alone; dirtybitmap backup, on the same
+# sequence, says the backup failed after its cut, does not try to
+# remove a checkpoint the file never had, and exits 1.
 source ./functions.sh
 set -e
 set -x
@@ -51,6 +52,10 @@ if b is None or not b["failed"] or b["failure"] != want:
          % (b, want))
 if q["state"] != "failed":
     fail("the file's state after a failed commit: %s" % q["state"])
+# The query lists the bitmaps the file has: not b1, whose commit failed.
+names = [x["name"] for x in q["bitmaps"]]
+if names != ["b0"]:
+    fail("the bitmaps after a failed commit: %s (expected b0 alone)" % names)
 c.ok("backup-end", {"name": "v"})
 EOF
 python3 steps.py "$abs_top_srcdir/tests" "$PWD/ctl1.sock" \
@@ -66,3 +71,8 @@ cat out err
 test $r = 1
 grep -Fx "dirtybitmap: backup: the backup failed after its cut: $PWD/disk.img.bitmaps: write header: Input/output error" err
 tail -n 1 err | grep "^dirtybitmap: backup incomplete:"
+# c1 was never in the file: nothing to remove, and nothing said of it.
+if grep "could not remove checkpoint" err; then
+    echo "$0: the tool tried to remove a checkpoint the file never had"
+    exit 1
+fi
