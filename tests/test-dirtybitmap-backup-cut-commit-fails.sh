@@ -76,3 +76,23 @@ if grep "could not remove checkpoint" err; then
     echo "$0: the tool tried to remove a checkpoint the file never had"
     exit 1
 fi
+
+# The same from b0: the server's bitmaps, b0 too, are condemned by the
+# failed commit, and the tool says that the next backup from b0 reads
+# the whole disk; it does (b0 is inconsistent there), and succeeds.
+kill_nbdkit "$(cat pid2)"
+serve 3
+disk="control=$PWD/ctl3.sock,source=nbd+unix:///?socket=$PWD/nbd3.sock,target=$PWD/d3.bak,name=d"
+r=0
+dirtybitmap backup --disk "$disk" --checkpoint c1 --incremental b0 \
+    > out 2> err || r=$?
+cat out err
+test $r = 1
+grep -Fx "dirtybitmap: backup: the server's bitmap file failed a commit: its bitmaps, b0 too, can no longer be trusted, and the next backup from b0 reads the whole disk" err
+dirtybitmap backup --disk "$disk" --checkpoint c1 --incremental b0 \
+    --output=json > out 2> err
+cat out err
+grep "bitmap b0 is inconsistent" err
+python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))["disks"][0]
+assert d["mode"] in ("full", "resync") and d["bytes-read"] == 4 << 20, d' out

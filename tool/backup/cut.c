@@ -327,6 +327,7 @@ read_sizes (struct set *s)
         json_object_object_get_ex (b, "failure", &f) && f) {
       disk_fail (&s->disks[i], "the backup failed after its cut: %s",
                  json_object_get_string (f));
+      s->disks[i].commit_failed = true;
       r = -1;
     }
     else if (!st.has_new) {

@@ -88,6 +88,8 @@ struct disk {
   bool paused;
   bool begun;                   /* a view is open, NEW added */
   bool added;                   /* NEW may exist because of this run */
+  bool commit_failed;           /* NEW's commit failed after the cut:
+                                 * the server's bitmaps are condemned */
   uint64_t size;                /* the disk's size at the cut */
   uint64_t granularity;         /* NEW's granularity */
   uint64_t size_before;         /* the disk's size before the cut */

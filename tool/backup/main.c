@@ -437,6 +437,13 @@ say_failure (const struct set *s)
   }
   if (s->interrupted)
     bm_error ("backup: interrupted");
+  for (i = 0; s->cut_made && s->incremental && i < s->n; ++i)
+    if (s->disks[i].commit_failed)
+      bm_error ("backup: %s%s%sthe server's bitmap file failed a commit: "
+                "its bitmaps, %s too, can no longer be trusted, and the "
+                "next backup from %s reads the whole disk",
+                s->n > 1 ? "disk " : "", s->n > 1 ? s->disks[i].name : "",
+                s->n > 1 ? ": " : "", s->incremental, s->incremental);
   if (!s->cut_made)
     bm_error ("backup incomplete: nothing was changed");
   else
