@@ -2,7 +2,8 @@
 # bench/common.sh: what the benches share: finding the built filter
 # and tool, telling whether a server still runs, describing the
 # machine, the options of the benches of a disk and its backups, the
-# programs a bench needs, and waiting for a socket.  Sourced; needs
+# programs a bench needs, waiting for a socket, the repository of the
+# restore benches and their interleaved rounds.  Sourced; needs
 # $prog, $top and $basedir (bench_start sets them).
 
 # bench_start: the shell options and environment of a bench (errors
@@ -107,4 +108,76 @@ wait_socket ()
     local i
     for (( i = 0; i < 200; ++i )); do [ -S "$1" ] && return 0; sleep 0.05; done
     echo "$prog: $1 did not appear" >&2; exit 1
+}
+
+# bench_change SEED URI: $nchanged of the $nchunks 64K chunks of the
+# disk at URI, chosen at random from SEED, rewritten with random data.
+bench_change ()
+{
+    python3 -c "
+import random
+random.seed('$1')
+print('\n'.join(str(k) for k in random.sample(range($nchunks), $nchanged)))
+" | nbdsh -u "$2" -c '
+import os, sys
+for line in sys.stdin:
+    h.pwrite(os.urandom(65536), int(line) << 16)
+h.flush()
+'
+}
+
+# bench_repo: a repository $work/R of 8 points of a disk of $size bytes
+# (3/4 random data, 1/4 zeroes), served with the filter, $nchanged of
+# its $nchunks 64K chunks rewritten at random between two points; the
+# disk as it was at points c1 and c8 kept as $work/disk.c1 and
+# $work/disk.c8.  The server is stopped at the end, the disk removed.
+bench_repo ()
+{
+    local p uri="nbd+unix:///?socket=$work/sock"
+    head -c $(( size / 4 * 3 )) /dev/urandom > "$work/disk.img"
+    truncate -s $size "$work/disk.img"
+    nbdkit -P "$work/pid" -U "$work/sock" --filter="$FILTER" \
+           file "$work/disk.img" control="$work/ctl" 2>> "$work/nbdkit.err"
+    wait_socket "$work/ctl"
+    for p in 1 2 3 4 5 6 7 8; do
+        [ $p = 1 ] || bench_change $p "$uri"
+        "$DIRTYBITMAP" backup --repo "$work/R" --control "$work/ctl" \
+            --checkpoint c$p "$uri" >> "$log" 2>&1
+        case $p in 1|8) cp "$work/disk.img" "$work/disk.c$p" ;; esac
+    done
+    kill -TERM "$(cat "$work/pid")"
+    rm -f "$work/pid" "$work/disk.img"
+    "$DIRTYBITMAP" list "$work/R" | tee -a "$log"
+    echo | tee -a "$log"
+    sync
+}
+
+# bench_rounds KEY CELL...: $rounds rounds of the cells, interleaved,
+# the order reversed every other round.  Each is a call "cell CELL KEY
+# ROUND", whose output starts with its time in seconds, and goes on a
+# line "KEY ROUND CELL OUTPUT" of $work/results; the times make a
+# table on the terminal and in $log, its rows headed "KEY ROUND".
+bench_rounds ()
+{
+    local key=$1; shift
+    local cells=("$@") order r i c v
+    local -A t
+    printf '%-9s' "$key round" | tee -a "$log"
+    printf ' %10s' "${cells[@]}" | tee -a "$log"; echo | tee -a "$log"
+    for (( r = 1; r <= rounds; ++r )); do
+        order=("${cells[@]}")
+        if (( r % 2 == 0 )); then
+            order=()
+            for (( i = ${#cells[@]} - 1; i >= 0; --i )); do order+=("${cells[i]}"); done
+        fi
+        t=()
+        for c in "${order[@]}"; do
+            v=$(cell "$c" "$key" $r)
+            echo "$key $r $c $v" >> "$work/results"
+            t[$c]=${v%% *}
+        done
+        printf '%-9s' "$key $r" | tee -a "$log"
+        for c in "${cells[@]}"; do printf ' %9ss' "${t[$c]}"; done | tee -a "$log"
+        echo | tee -a "$log"
+    done
 }

@@ -144,40 +144,6 @@ print("%.3f" % (t1 - t0))
 EOF
 }
 
-# --- The repository (fill and reads) ----------------------------------
-
-make_repo ()
-{
-    head -c $(( size / 4 * 3 )) /dev/urandom > "$work/disk.img"
-    truncate -s $size "$work/disk.img"
-    uri="nbd+unix:///?socket=$work/sock"
-    nbdkit -P "$work/pid" -U "$work/sock" --filter="$FILTER" \
-           file "$work/disk.img" control="$work/ctl" 2>> "$work/nbdkit.err"
-    wait_socket "$work/ctl"
-    for p in 1 2 3 4 5 6 7 8; do
-        if [ $p -gt 1 ]; then
-            python3 -c "
-import random
-random.seed($p)
-print('\n'.join(str(k) for k in random.sample(range($nchunks), $nchanged)))
-" | nbdsh -u "$uri" -c '
-import os, sys
-for line in sys.stdin:
-    h.pwrite(os.urandom(65536), int(line) << 16)
-h.flush()
-'
-        fi
-        "$DIRTYBITMAP" backup --repo "$work/R" --control "$work/ctl" \
-            --checkpoint c$p "$uri" >> "$log" 2>&1
-        case $p in 1|8) cp "$work/disk.img" "$work/disk.c$p" ;; esac
-    done
-    kill -TERM "$(cat "$work/pid")"
-    rm -f "$work/pid" "$work/disk.img"
-    "$DIRTYBITMAP" list "$work/R" | tee -a "$log"
-    echo | tee -a "$log"
-    sync
-}
-
 # --- fill ---------------------------------------------------------------
 
 # cell NAME POINT: one line "SECONDS".
@@ -217,29 +183,12 @@ cell ()
 
 part_fill ()
 {
-    local cells=(fill fill2 restore nbdcopy) p r c i v order
+    local cells=(fill fill2 restore nbdcopy) p
     [ -n "$before" ] && cells=(fill fill2 before restore nbdcopy)
     : > "$work/results"
     echo "## fill: the fill against a plain restore of the same point" | tee -a "$log"
     for p in c1 c8; do
-        printf '%-9s' "$p round" | tee -a "$log"
-        printf ' %10s' "${cells[@]}" | tee -a "$log"; echo | tee -a "$log"
-        for (( r = 1; r <= rounds; ++r )); do
-            order=("${cells[@]}")
-            if (( r % 2 == 0 )); then
-                order=()
-                for (( i = ${#cells[@]} - 1; i >= 0; --i )); do order+=("${cells[i]}"); done
-            fi
-            declare -A t=()
-            for c in "${order[@]}"; do
-                v=$(cell $c $p)
-                echo "$p $r $c $v" >> "$work/results"
-                t[$c]=$v
-            done
-            printf '%-9s' "$p $r" | tee -a "$log"
-            for c in "${cells[@]}"; do printf ' %9ss' "${t[$c]}"; done | tee -a "$log"
-            echo | tee -a "$log"
-        done
+        bench_rounds $p "${cells[@]}"
     done
     python3 - "$work/results" $size <<'EOF' | tee -a "$log"
 import collections, statistics, sys
@@ -467,7 +416,7 @@ EOF
     echo | tee -a "$log"
 }
 
-if has_part fill || has_part reads; then make_repo; fi
+if has_part fill || has_part reads; then bench_repo; fi
 if has_part fill; then part_fill; fi
 if has_part first; then part_first; fi
 if has_part reads; then part_reads; fi

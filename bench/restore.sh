@@ -68,34 +68,7 @@ nchanged=$(( (nchunks * percent + 99) / 100 ))
 
 # --- The repository ---------------------------------------------------
 
-
-head -c $(( size / 4 * 3 )) /dev/urandom > "$work/disk.img"
-truncate -s $size "$work/disk.img"
-uri="nbd+unix:///?socket=$work/sock"
-nbdkit -P "$work/pid" -U "$work/sock" --filter="$FILTER" \
-       file "$work/disk.img" control="$work/ctl" 2>> "$work/nbdkit.err"
-wait_socket "$work/ctl"
-for p in 1 2 3 4 5 6 7 8; do
-    if [ $p -gt 1 ]; then
-        python3 -c "
-import random
-random.seed($p)
-print('\n'.join(str(k) for k in random.sample(range($nchunks), $nchanged)))
-" | nbdsh -u "$uri" -c '
-import os, sys
-for line in sys.stdin:
-    h.pwrite(os.urandom(65536), int(line) << 16)
-h.flush()
-'
-    fi
-    "$DIRTYBITMAP" backup --repo "$work/R" --control "$work/ctl" \
-        --checkpoint c$p "$uri" >> "$log" 2>&1
-    case $p in 1|8) cp "$work/disk.img" "$work/disk.c$p" ;; esac
-done
-kill -TERM "$(cat "$work/pid")"
-"$DIRTYBITMAP" list "$work/R" | tee -a "$log"
-echo | tee -a "$log"
-sync
+bench_repo
 
 # --- The cells ------------------------------------------------------------
 
@@ -120,27 +93,9 @@ cell ()
         "$work/time"
 }
 
-cells=(restore restore2 convert nbdcopy)
 : > "$work/results"
 for p in c1 c8; do
-    printf '%-9s' "$p round" | tee -a "$log"
-    printf ' %10s' "${cells[@]}" | tee -a "$log"; echo | tee -a "$log"
-    for (( r = 1; r <= rounds; ++r )); do
-        order=("${cells[@]}")
-        if (( r % 2 == 0 )); then
-            order=()
-            for (( i = ${#cells[@]} - 1; i >= 0; --i )); do order+=("${cells[i]}"); done
-        fi
-        declare -A t=()
-        for c in "${order[@]}"; do
-            v=$(cell $c $p)
-            echo "$p $r $c $v" >> "$work/results"
-            t[$c]=${v%% *}
-        done
-        printf '%-9s' "$p $r" | tee -a "$log"
-        for c in "${cells[@]}"; do printf ' %9ss' "${t[$c]}"; done | tee -a "$log"
-        echo | tee -a "$log"
-    done
+    bench_rounds $p restore restore2 convert nbdcopy
 done
 
 python3 - "$work/results" $size <<'EOF' | tee -a "$log"

@@ -81,19 +81,7 @@ nbdkit -P "$work/pid" -U "$work/sock" --filter="$FILTER" \
 wait_socket "$work/ctl"
 
 # change SEED: P% of the chunks rewritten through the filter.
-change ()
-{
-    python3 -c "
-import random
-random.seed('$1')
-print('\n'.join(str(k) for k in random.sample(range($nchunks), $nchanged)))
-" | nbdsh -u "$uri" -c '
-import os, sys
-for line in sys.stdin:
-    h.pwrite(os.urandom(65536), int(line) << 16)
-h.flush()
-'
-}
+change () { bench_change "$1" "$uri"; }
 
 "$DIRTYBITMAP" backup --repo "$work/R" --control "$work/ctl" \
     --checkpoint c1 "$uri" >> "$log" 2>&1
@@ -104,13 +92,13 @@ cp "$work/disk.img" "$work/disk.c2"
 sync
 
 echo c2 > "$work/newest"
-# cell NAME ROUND: one line "SECONDS BYTES-WRITTEN".
+# cell NAME POINT ROUND: one line "SECONDS BYTES-WRITTEN" (POINT is c2).
 cell ()
 {
     local c=$1 t0 t1 json="$work/out.json" out="$work/out.img" written=0
     case $c in
         rollback|rollback2|lost)
-            change "$2$c" >> "$log" 2>&1
+            change "$3$c" >> "$log" 2>&1
             cmd=("$DIRTYBITMAP" rollback --output=json "$work/R@c2"
                  --control "$work/ctl" "$uri") ;;
         restore) cmd=("$DIRTYBITMAP" restore --output=json "$work/R@c2" "$out") ;;
@@ -133,8 +121,8 @@ cell ()
     case $c in
         rollback|rollback2)
             "$DIRTYBITMAP" backup --repo "$work/R" --control "$work/ctl" \
-                --checkpoint "p$2$c" "$uri" >> "$log" 2>&1
-            echo "p$2$c" > "$work/newest" ;;
+                --checkpoint "p$3$c" "$uri" >> "$log" 2>&1
+            echo "p$3$c" > "$work/newest" ;;
     esac
     if [ $c != read ]; then
         written=$(python3 -c '
@@ -145,42 +133,17 @@ print(d["bytes-copied"] + d["bytes-zeroed"])' "$json")
     awk -v ns=$(( t1 - t0 )) -v w=$written 'BEGIN { printf "%.3f %d\n", ns / 1e9, w }'
 }
 
-# rounds CELL...: the rounds of these cells, interleaved, the order
-# reversed every other round.
-run_rounds ()
-{
-    local cells=("$@") order r i c v
-    printf '%-9s' "round" | tee -a "$log"
-    printf ' %10s' "${cells[@]}" | tee -a "$log"; echo | tee -a "$log"
-    for (( r = 1; r <= rounds; ++r )); do
-        order=("${cells[@]}")
-        if (( r % 2 == 0 )); then
-            order=()
-            for (( i = ${#cells[@]} - 1; i >= 0; --i )); do order+=("${cells[i]}"); done
-        fi
-        declare -A t=()
-        for c in "${order[@]}"; do
-            v=$(cell $c $r)
-            echo "$r $c $v" >> "$work/results"
-            t[$c]=${v%% *}
-        done
-        printf '%-9s' "$r" | tee -a "$log"
-        for c in "${cells[@]}"; do printf ' %9ss' "${t[$c]}"; done | tee -a "$log"
-        echo | tee -a "$log"
-    done
-}
-
 : > "$work/results"
-run_rounds rollback rollback2 restore
+bench_rounds c2 rollback rollback2 restore
 "$DIRTYBITMAP" bitmap --remove --control "$work/ctl" "$(cat "$work/newest")" \
     >> "$log" 2>&1
-run_rounds lost read
+bench_rounds c2 lost read
 
 python3 - "$work/results" $size $changed <<'EOF' | tee -a "$log"
 import collections, statistics, sys
 res = collections.defaultdict(dict)
 for line in open(sys.argv[1]):
-    r, c, secs, written = line.split()
+    _, r, c, secs, written = line.split()
     res[c][int(r)] = (float(secs), int(written))
 size, changed = int(sys.argv[2]), int(sys.argv[3])
 med = statistics.median
