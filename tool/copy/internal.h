@@ -11,6 +11,9 @@
  * copy/ranges.c     the source's block status as a list of ranges
  * copy/worker.c     one thread per connection: reads, target writes
  *                   and zeroes, source trims, several in flight
+ * copy/slot.h       a piece in flight (its slot), for worker.c and:
+ * copy/plan.c       what a piece read becomes: its checksums, and its
+ *                   writes and zeroes on the target
  * copy/target.h     the interface of a target, and its two kinds:
  * copy/file.c         a regular file or a block device
  * copy/nbd.c          an NBD server

@@ -14,10 +14,11 @@
  *           with what the target holds (copy_sums.held), every piece,
  *           zero ones too, also reads the target here, and each
  *           chunk's digest compared with is that of what it read.
- *   TARGET  the piece on the target (plan_ops).  A zero range is a
- *           run of zeroes.  Data is cut into blocks of SPARSE_SIZE (on
- *           multiples of it on the disk): runs of blocks that read as
- *           all zeroes are runs of zeroes, the rest is written.  A run
+ *   TARGET  the piece on the target (plan_ops, copy/plan.c).  A zero
+ *           range is a run of zeroes.  Data is cut into blocks of
+ *           SPARSE_SIZE (on multiples of it on the disk): runs of
+ *           blocks that read as all zeroes are runs of zeroes, the
+ *           rest is written.  A run
  *           of zeroes is one zero operation over the whole blocks of
  *           the target's zero_align inside it (copy/target.h); what
  *           is left of it at either end is written as data (from the
@@ -59,76 +60,10 @@
 #include <libnbd.h>
 
 #include "internal.h"
+#include "slot.h"
 #include "sums.h"
 #include "util.h"
 
-/* Data blocks checked for zeroes: the page and file system block. */
-#define SPARSE_SIZE 4096
-
-enum slot_state {
-  SLOT_FREE,
-  SLOT_READ,                    /* reading data from the source */
-  SLOT_TARGET,                  /* writing or zeroing on the target */
-  SLOT_TRIM,                    /* trimming on the source */
-};
-
-struct slot;
-
-/* One operation on the target, the callback's opaque: a write of
- * length bytes from buf, or a zero operation (buf NULL).
- */
-struct op {
-  struct slot *s;
-  uint64_t offset, length;
-  const char *buf;
-};
-
-/* A run of the piece: data, or bytes that read as zeroes. */
-struct run {
-  uint64_t offset, end;
-  bool zero;
-};
-
-/* A chunk of a read reply. */
-struct chunk {
-  uint64_t offset, length;
-};
-
-struct slot {
-  enum slot_state state;
-  struct loop *l;
-  unsigned pending;             /* operations of the stage still running */
-  bool done;                    /* pending reached 0 */
-  int err;                      /* the first errno of the stage, or 0 */
-  const struct op *err_op;      /* and the target operation it came from */
-  uint64_t offset;              /* the piece */
-  uint64_t length;
-  bool zero;                    /*   is a zero range */
-  char *buf;                    /* grown to the largest piece read */
-  size_t buf_size;
-  char *tbuf;                   /* the same for what the target holds */
-  size_t tbuf_size;
-  int terr;                     /* the target read's errno, or 0 */
-  struct op *ops;               /* the target operations of the piece */
-  size_t ops_cap;
-  struct chunk *chunks;         /* the chunks of the read reply */
-  size_t nchunks, chunks_cap;
-  bool chunks_nomem;
-  bool *same;                   /* with checksums and compare: which
-                                 * checksum chunks of the piece are as
-                                 * before, not to be written */
-  size_t same_cap;
-};
-
-struct loop {
-  struct copy *c;
-  unsigned conn;
-  struct nbd_handle *src;
-  bool src_dead, dst_dead;
-  bool woken;                   /* the interrupt pipe was seen readable */
-  struct slot *slots;
-  unsigned in_flight;           /* slots not free */
-};
 
 static bool
 stopped (struct copy *c)
@@ -141,12 +76,6 @@ static bool
 reads_target (const struct copy *c)
 {
   return c->sums && c->sums->compare && c->sums->held;
-}
-
-static void
-add_done (uint64_t *counter, uint64_t n)
-{
-  __atomic_fetch_add (counter, n, __ATOMIC_RELAXED);
 }
 
 /* Take the next piece of work; false when there is none left. */
@@ -285,222 +214,6 @@ read_complete (struct copy *c, struct slot *s)
   return true;
 }
 
-static bool
-is_zero (const char *p, size_t n)
-{
-  size_t i;
-
-  for (i = 0; i < n && i < 16; ++i)
-    if (p[i])
-      return false;
-  return n <= 16 || memcmp (p, p + 16, n - 16) == 0;
-}
-
-/* With checksums: the digest of each checksum chunk of the piece in s
- * (its data, or zeroes) into the set; with compare, whether it is the
- * same as the one there (s->same).  -1: out of memory.
- */
-static int
-hash_piece (struct copy *c, struct slot *s)
-{
-  struct copy_sums *sums = c->sums;
-  const uint64_t first = s->offset / sums->chunk;
-  const uint64_t end = s->offset + s->length;
-  size_t nk = DIV_ROUND_UP (s->length, sums->chunk), k;
-  uint64_t pos, len;
-
-  if (nk > s->same_cap) {
-    bool *same = realloc (s->same, nk * sizeof *same);
-    if (same == NULL)
-      return -1;
-    s->same = same;
-    s->same_cap = nk;
-  }
-  for (pos = s->offset, k = 0; pos < end; pos += len, ++k) {
-    uint8_t d[SUMS_DIGEST], *have = sums->digests + (first + k) * SUMS_DIGEST;
-    len = MIN (sums->chunk, end - pos);
-    if (s->zero)
-      memcpy (d, len == sums->chunk ? c->zero_digest : c->zero_digest_last,
-              SUMS_DIGEST);
-    else
-      sums_hash (s->buf + (pos - s->offset), len, d);
-    s->same[k] = sums->compare &&
-      !(sums->force && sums->force[first + k]) &&
-      memcmp (have, d, SUMS_DIGEST) == 0;
-    if (sums->compare && sums->differ)
-      sums->differ[first + k] = !s->same[k];
-    if (s->same[k])
-      add_done (&c->unchanged, len);
-    memcpy (have, d, SUMS_DIGEST);
-  }
-  return 0;
-}
-
-/* What the target holds in the piece of s, read into s->tbuf: each
- * checksum chunk's digest into the set, for hash_piece to compare
- * with.
- */
-static void
-hash_held (struct copy *c, struct slot *s)
-{
-  const uint64_t chunk = c->sums->chunk, end = s->offset + s->length;
-  uint8_t *d = c->sums->digests + s->offset / chunk * SUMS_DIGEST;
-  uint64_t pos, len;
-
-  for (pos = s->offset; pos < end; pos += len, d += SUMS_DIGEST) {
-    len = MIN (chunk, end - pos);
-    sums_hash (s->tbuf + (pos - s->offset), len, d);
-  }
-}
-
-/* Is the byte at pos, in the piece of s, in a checksum chunk that is
- * as before?  Then *next is where that chunk ends.
- */
-static bool
-unchanged_at (struct copy *c, struct slot *s, uint64_t pos, uint64_t *next)
-{
-  uint64_t k;
-
-  if (c->sums == NULL || !c->sums->compare)
-    return false;
-  k = pos / c->sums->chunk - s->offset / c->sums->chunk;
-  *next = MIN (ROUND_DOWN (pos, c->sums->chunk) + c->sums->chunk,
-               s->offset + s->length);
-  return s->same[k];
-}
-
-/* Add an operation to the plan of s (buf NULL: a zero operation).  A
- * write that follows the last one of a data piece extends it (they are
- * contiguous in the piece's buffer too).
- */
-static int
-add_op (struct slot *s, size_t *n, uint64_t offset, uint64_t length,
-        const char *buf)
-{
-  struct op *last = *n ? &s->ops[*n - 1] : NULL;
-
-  if (last && !s->zero && buf && last->buf &&
-      last->offset + last->length == offset) {
-    last->length += length;
-    return 0;
-  }
-  if (*n == s->ops_cap) {
-    size_t cap = s->ops_cap ? s->ops_cap * 2 : 4;
-    struct op *ops = realloc (s->ops, cap * sizeof *ops);
-    if (ops == NULL)
-      return -1;
-    s->ops = ops;
-    s->ops_cap = cap;
-  }
-  s->ops[(*n)++] = (struct op) { s, offset, length, buf };
-  return 0;
-}
-
-/* Where in [offset, end) a zero operation may go on t: [*zs, *ze),
- * the whole blocks of t->zero_align in it, the last block of the disk
- * whole if it ends there.  Empty (*zs >= *ze) if there are none.
- */
-static void
-zero_span (const struct target *t, uint64_t offset, uint64_t end,
-           uint64_t *zs, uint64_t *ze)
-{
-  uint64_t a = t->zero_align;
-
-  if (a <= 1) {
-    *zs = offset;
-    *ze = end;
-    return;
-  }
-  *zs = ROUND_UP (offset, a);
-  *ze = end == t->size ? end : ROUND_DOWN (end, a);
-}
-
-/* Write zeroes over [offset, end): a data piece has them in its
- * buffer; a zero piece writes the target's buffer of zeroes, as often
- * as it takes.
- */
-static int
-add_zero_writes (struct copy *c, struct slot *s, size_t *n,
-                 uint64_t offset, uint64_t end)
-{
-  const struct target *t = c->dst;
-  uint64_t len;
-
-  if (!s->zero)
-    return offset < end
-      ? add_op (s, n, offset, end - offset, s->buf + (offset - s->offset))
-      : 0;
-  for (; offset < end; offset += len) {
-    len = MIN (end - offset, t->zero_buf_size);
-    if (add_op (s, n, offset, len, t->zero_buf) == -1)
-      return -1;
-  }
-  return 0;
-}
-
-/* The operations of a run: data is written; zeroes are one zero
- * operation where the target allows it (zero_span), written as data
- * on either side of it.
- */
-static int
-add_run (struct copy *c, struct slot *s, size_t *n, const struct run *r)
-{
-  uint64_t zs, ze;
-
-  if (!r->zero)
-    return add_op (s, n, r->offset, r->end - r->offset,
-                   s->buf + (r->offset - s->offset));
-  zero_span (c->dst, r->offset, r->end, &zs, &ze);
-  if (zs >= ze)
-    return add_zero_writes (c, s, n, r->offset, r->end);
-  if (add_zero_writes (c, s, n, r->offset, zs) == -1 ||
-      add_op (s, n, zs, ze - zs, NULL) == -1)
-    return -1;
-  return add_zero_writes (c, s, n, ze, r->end);
-}
-
-/* The target operations of the piece in s: its runs of data and of
- * zeroes (one run for a zero piece, data cut at blocks of SPARSE_SIZE
- * that read as zeroes), less, with checksums compared, the chunks that
- * are as before; each run planned by add_run.  Returns their number,
- * or -1 (out of memory).
- */
-static ssize_t
-plan_ops (struct copy *c, struct slot *s)
-{
-  uint64_t pos = s->offset, end = s->offset + s->length, next;
-  struct run r;
-  bool open = false;            /* r is a run not yet planned */
-  size_t n = 0;
-
-  while (pos < end) {
-    bool zero;
-
-    if (unchanged_at (c, s, pos, &next)) {
-      pos = next;
-      continue;
-    }
-    if (s->zero)
-      next = c->sums && c->sums->compare
-        ? MIN (ROUND_DOWN (pos, c->sums->chunk) + c->sums->chunk, end)
-        : end;
-    else
-      next = MIN (ROUND_DOWN (pos, SPARSE_SIZE) + SPARSE_SIZE, end);
-    zero = s->zero || is_zero (s->buf + (pos - s->offset), next - pos);
-    if (open && r.end == pos && r.zero == zero)
-      r.end = next;
-    else {
-      if (open && add_run (c, s, &n, &r) == -1)
-        return -1;
-      r = (struct run) { pos, next, zero };
-      open = true;
-    }
-    pos = next;
-  }
-  if (open && add_run (c, s, &n, &r) == -1)
-    return -1;
-  return n;
-}
 
 static void
 error_in_op (struct copy *c, const struct op *op, const char *msg)
