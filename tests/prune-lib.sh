@@ -21,18 +21,6 @@ for arg in sys.argv[2:]:
 EOF2
 }
 
-# points_are NAMES: list's points, in order.
-points_are ()
-{
-    local got
-    got=$(dirtybitmap list --output=json "$repo" |
-          python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["points"]))')
-    if [ "$got" != "$1" ]; then
-        echo "$0: points '$got', expected '$1'"
-        exit 1
-    fi
-}
-
 # sound DISK...: every point of list is exactly what the repository
 # holds and nothing more: each point's base is the one before it (the
 # first has none), each image backs on its base's image of the same

@@ -23,6 +23,24 @@ rbackup ()
     backup --repo "$repo" --checkpoint "$new" "${args[@]}" "$@"
 }
 
+# point_names: list's points, in order, on one line.
+point_names ()
+{
+    dirtybitmap list --output=json "$repo" |
+        python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["points"]))'
+}
+
+# points_are NAMES: list's points, in order.
+points_are ()
+{
+    local got
+    got=$(point_names)
+    if [ "$got" != "$1" ]; then
+        echo "$0: points '$got', expected '$1'"
+        exit 1
+    fi
+}
+
 # stored IMAGE: the bytes qemu-img map says IMAGE itself holds (its
 # extents at depth 0 that are present: data, or zeroes recorded).
 stored ()

@@ -62,8 +62,7 @@ killed ()
 # listed: every point list shows restores exactly.
 listed ()
 {
-    intact $(dirtybitmap list --output=json "$repo" |
-             python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["points"]))')
+    intact $(point_names)
 }
 
 # again POINT: the second prune finishes the removal of POINT (none:

@@ -62,8 +62,7 @@ cut ()
     power_off
     power_on snap.img
     ls -lR mnt
-    intact $(dirtybitmap list --output=json "$repo" |
-             python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["points"]))')
+    intact $(point_names)
     dirtybitmap prune --keep-daily 2 "$repo" > again.out 2> again.err
     cat again.out again.err
     if [ "$finished" = - ]; then

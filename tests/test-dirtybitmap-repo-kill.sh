@@ -44,18 +44,6 @@ killed_at ()
     grep -Eq "Breakpoint 1(\.[0-9]+)?, $fn " "gdb-$fn.log"
 }
 
-# points_are NAMES: list's points, in order.
-points_are ()
-{
-    local got
-    got=$(dirtybitmap list --output=json "$repo" |
-          python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["points"]))')
-    if [ "$got" != "$1" ]; then
-        echo "$0: points '$got', expected '$1'"
-        exit 1
-    fi
-}
-
 # intact POINT...: each point restores each disk exactly.
 intact ()
 {
