@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "scratch.h"
+#include "testpause.h"
 
 struct scratch {
   int fd;
@@ -122,9 +123,11 @@ scratch_read (struct scratch *s, void *buf, uint32_t count, uint64_t offset)
 void
 scratch_release (struct scratch *s, uint64_t count, uint64_t offset)
 {
-  if (count)
-    fallocate (s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-               offset, count);
+  if (count == 0)
+    return;
+  test_pause_point ("scratch-release");
+  fallocate (s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+             offset, count);
 }
 
 uint64_t

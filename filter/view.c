@@ -35,6 +35,9 @@
  * hold (clean in an incremental view, released, lost) fail with EIO
  * rather than return data that may be newer than the cut.
  *
+ * A trim marks its granules released under the lock, then gives their
+ * space in the store back outside it.
+ *
  * All of it is under `granules_lock`, except the lock-free test and the
  * I/O.
  */
@@ -60,7 +63,9 @@
 
 struct busy {
   uint64_t first, last;                 /* granules */
-  bool preserving;                      /* else reading */
+  bool preserving;                      /* else reading, or a trim
+                                         * giving the store's space
+                                         * back */
 };
 
 struct view {
@@ -597,7 +602,8 @@ view_read (struct view *v, nbdkit_next *next, void *buf, uint32_t count,
 int
 view_release (struct view *v, uint32_t count, uint64_t offset, int *err)
 {
-  uint64_t first, last, i;
+  uint64_t first, last, i, kept_first = UINT64_MAX, kept_last = 0;
+  struct scratch *s;
 
   /* Whole granules only. */
   first = DIV_ROUND_UP (offset, UINT64_C (1) << v->gbits);
@@ -610,14 +616,43 @@ view_release (struct view *v, uint32_t count, uint64_t offset, int *err)
   pthread_mutex_lock (&v->granules_lock);
   while (!v->ended && busy_locked (v, first, last, false))
     pthread_cond_wait (&v->cond, &v->granules_lock);
-  if (!v->ended)
-    for (i = first; i <= last; ++i)
-      if (!bits_test (&v->released, i)) {
-        bits_set_range (&v->released, i, i);
-        bits_set_range (&v->done, i, i);
-        if (bits_test (&v->preserved, i))
-          scratch_release (v->scratch, granule_bytes (v, i), i << v->gbits);
+  if (v->ended) {
+    pthread_mutex_unlock (&v->granules_lock);
+    return 0;
+  }
+  for (i = first; i <= last; ++i)
+    if (!bits_test (&v->released, i)) {
+      bits_set_range (&v->released, i, i);
+      bits_set_range (&v->done, i, i);
+      if (bits_test (&v->preserved, i)) {
+        kept_first = MIN (kept_first, i);
+        kept_last = i;
       }
+    }
+  if (kept_first == UINT64_MAX) {
+    pthread_mutex_unlock (&v->granules_lock);
+    return 0;
+  }
+  /* The store's space goes back in one punch, outside the lock: a
+   * punch may wait for the file system (a discard, on one mounted so),
+   * and no write preserving another granule, no read, may wait for it.
+   * Nothing else touches this space now (the granules are done: no
+   * write preserves them; released: no read reads them); registered
+   * busy, the range keeps view_end from freeing the store under the
+   * punch.  Out of memory to register it, the space stays used.
+   */
+  if (add_busy_locked (v, kept_first, kept_last, false) == -1) {
+    pthread_mutex_unlock (&v->granules_lock);
+    return 0;
+  }
+  s = v->scratch;
+  pthread_mutex_unlock (&v->granules_lock);
+
+  scratch_release (s, (kept_last << v->gbits) + granule_bytes (v, kept_last)
+                   - (kept_first << v->gbits), kept_first << v->gbits);
+
+  pthread_mutex_lock (&v->granules_lock);
+  remove_busy_locked (v, kept_first, kept_last, false);
   pthread_mutex_unlock (&v->granules_lock);
   return 0;
 }
