@@ -5,7 +5,7 @@
 #   bench/live.sh [--rounds N] [--runtime SECONDS] [--parts LIST]
 #                 [--dir DIR]
 #
-# Parts (--parts=rotate,view,copy; all by default):
+# Parts (--parts=rotate,view,during,copy; all by default):
 #
 #   rotate  A checkpoint rotation (one transaction: add the next bitmap,
 #           disable the previous) through the control socket, 100 times,
@@ -20,7 +20,21 @@
 #           raw export, and with a copy-before-write node (scratch
 #           qcow2) and a snapshot-access export open.  Each cell has a
 #           fresh disk and server; cells interleaved, order reversed
-#           every other round; medians of per-round ratios.
+#           every other round; medians of per-round ratios.  Each
+#           round also times a read of the whole disk, cold, in 64K
+#           random reads at QD16 (fio): what copy-before-write must
+#           read before the first write to each granule goes down.
+#   during  fio 4K random writes, QD16, on that disk while backups of
+#           it run back to back (the first full, then incrementals,
+#           each from the last one's checkpoint), the scratch store
+#           in its default place (beside the disk): the writes'
+#           throughput, p99, p99.9 and longest latency against nbdkit
+#           file without a backup (and an A/A pair), nbdkit file with
+#           nbdcopy reading the live disk over and over (the same
+#           copying, no point in time: what the copy's own load
+#           costs), and qemu-storage-daemon's copy-before-write with
+#           nbdcopy reading its snapshot-access export over and over.
+#           With FILTER_B=PATH, a cell of that build of the filter too.
 #   copy    dirtybitmap backup (full) of that disk, against nbdcopy of
 #           the same disk served without a view; and the scratch space
 #           a backup leaves when a writer touched a known number of
@@ -41,7 +55,7 @@ basedir="${TMPDIR:-/tmp}"
 
 rounds=3
 runtime=8
-parts=rotate,view,copy
+parts=rotate,view,during,copy
 for arg in "$@"; do
     case "$arg" in
         --rounds=*) rounds="${arg#*=}" ;;
@@ -79,6 +93,8 @@ fio_run () {
 # iops FILE / p99 FILE (microseconds)
 iops () { python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["jobs"][0]["write"]["iops"]))' "$1"; }
 p99 () { python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["jobs"][0]["write"]["clat_ns"]["percentile"]["99.000000"]/1000))' "$1"; }
+# lat FILE: "p99 p99.9 max" of the writes' latencies, in ms
+lat () { python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["jobs"][0]["write"]["clat_ns"]; p=c["percentile"]; print("%.2f %.2f %.1f" % (p["99.000000"]/1e6, p["99.900000"]/1e6, c["max"]/1e6))' "$1"; }
 median () { python3 -c 'import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 3))' "$@"; }
 ctl () {
     python3 - "$1" "$2" <<'EOF'
@@ -211,7 +227,14 @@ if [[ ,$parts, == *,view,* ]]; then
             stop "$w/pid"
             rm -rf "$w"
         done
-        echo "$line" | tee -a "$log"
+        # The granules' old data, read cold the way the view reads it.
+        view_cell file
+        sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || :
+        fio --name=r --ioengine=nbd --uri="$uri" --rw=randread --bs=64k \
+            --iodepth=16 --output-format=json --output="$w/read.json" >/dev/null
+        got[cold,$r]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["jobs"][0]["read"]["runtime"] / 1000)' "$w/read.json")
+        stop "$w/pid"; rm -rf "$w"
+        echo "$line cold-read=${got[cold,$r]}s" | tee -a "$log"
     done
     ratio () {
         local r v=()
@@ -222,12 +245,99 @@ if [[ ,$parts, == *,view,* ]]; then
     }
     {
         echo "medians of per-round ratios (IOPS):"
-        echo "  filter / file        $(ratio filter file)"
-        echo "  view / file          $(ratio view file)    (target >= 0.5)"
+        echo "  filter / file        $(ratio filter file)    (target >= 0.97)"
+        echo "  view / file          $(ratio view file)    (target >= 0.95)"
         echo "  view / qsd-cbw       $(ratio view qsd-cbw)    (target >= 2)"
         echo "  qsd / file           $(ratio qsd file)"
         echo "  qsd-cbw / file       $(ratio qsd-cbw file)"
         echo "  file2 / file (A/A)   $(ratio file2 file)"
+        cold=()
+        for (( r = 1; r <= rounds; ++r )); do cold+=("${got[cold,$r]}"); done
+        cold=$(median "${cold[@]}")
+        echo "  the disk read cold in 64K random reads, QD16: ${cold} s (median);"
+        echo "  a run of ${runtime} s that waits for it reaches about $(python3 -c "print(round(($runtime - $cold) / $runtime, 3))") of file"
+        echo
+    } | tee -a "$log"
+fi
+
+# --- during: writes while backups run ----------------------------------
+if [[ ,$parts, == *,during,* ]]; then
+    echo "## during: fio 4K random writes QD16, ${runtime}s, 1 GiB disk full of data, backups back to back, $rounds rounds" | tee -a "$log"
+    cells=(file read backup qsd-cbw file2)
+    [ -n "$FILTER_B" ] && cells=(file read backup backup-b qsd-cbw file2)
+    declare -A dgot dlat dn
+    for (( r = 1; r <= rounds; ++r )); do
+        order=("${cells[@]}")
+        if (( r % 2 == 0 )); then
+            order=(); for (( i = ${#cells[@]} - 1; i >= 0; --i )); do order+=("${cells[$i]}"); done
+        fi
+        line="round $r:"
+        for c in "${order[@]}"; do
+            w="$work/$c"; rm -rf "$w"; mkdir -p "$w"
+            make_disk "$w/disk.img"
+            case $c in
+                file|file2|read)
+                    nbdkit -P "$w/pid" -U "$w/sock" file "$w/disk.img"
+                    uri="nbd+unix:///?socket=$w/sock" ;;
+                backup|backup-b)
+                    f="$FILTER"; [ $c = backup-b ] && f="$FILTER_B"
+                    nbdkit -P "$w/pid" -U "$w/sock" --filter="$f" \
+                           file "$w/disk.img" control="$w/ctl"
+                    uri="nbd+unix:///?socket=$w/sock"
+                    wait_socket "$w/ctl" ;;
+                qsd-cbw)
+                    view_cell qsd-cbw ;;
+            esac
+            wait_socket "$w/sock"
+            sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || :
+            fio_run "$uri" "$runtime" "$w/fio.json" &
+            fio_pid=$!
+            k=0
+            while alive $fio_pid; do
+                case $c in
+                    backup|backup-b)
+                        inc=(); (( k > 0 )) && inc=(--incremental c$k --remove-incremental)
+                        "$DIRTYBITMAP" backup --control "$w/ctl" --checkpoint c$((k + 1)) \
+                            "${inc[@]}" "$uri" "$w/out.img" >/dev/null ;;
+                    qsd-cbw)
+                        nbdcopy "nbd+unix:///snap?socket=$w/sock" "$w/out.img" ;;
+                    read)
+                        nbdcopy "$uri" "$w/out.img" ;;
+                    *)
+                        wait $fio_pid; continue ;;
+                esac
+                k=$((k + 1))
+            done
+            wait $fio_pid
+            dgot[$c,$r]=$(iops "$w/fio.json")
+            dlat[$c,$r]=$(lat "$w/fio.json")
+            dn[$c,$r]=$k
+            line="$line $c=${dgot[$c,$r]} ($k copies; p99 p99.9 max ${dlat[$c,$r]// / } ms)"
+            stop "$w/pid"
+            rm -rf "$w"
+        done
+        echo "$line" | tee -a "$log"
+    done
+    dratio () {
+        local r v=()
+        for (( r = 1; r <= rounds; ++r )); do
+            v+=("$(python3 -c "print(${dgot[$1,$r]} / ${dgot[$2,$r]})")")
+        done
+        median "${v[@]}"
+    }
+    dmed () {   # dmed CELL FIELD: median over the rounds of lat's FIELD
+        local r v=()
+        for (( r = 1; r <= rounds; ++r )); do
+            v+=("$(echo ${dlat[$1,$r]} | cut -d' ' -f$2)")
+        done
+        median "${v[@]}"
+    }
+    {
+        echo "medians over the rounds: IOPS / file, IOPS / read; latency p99, p99.9, max (ms):"
+        for c in "${cells[@]}"; do
+            printf '  %-8s %6s %6s   %8s %8s %8s\n' $c "$(dratio $c file)" "$(dratio $c read)" \
+                   "$(dmed $c 1)" "$(dmed $c 2)" "$(dmed $c 3)"
+        done
         echo
     } | tee -a "$log"
 fi
