@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* bmfile.c: a bitmap file, open: creating it, opening and locking it,
- * loading its state through the format layer (format.c), and mapping
+ * loading its state through the format layer (format.h), and mapping
  * its bitmap data.  Changes go through transactions (txn.c).  What an
  * unclean stop means for a file is applied above this, by open.c:
  * nothing here knows the policy.

@@ -3,8 +3,8 @@
  * restore-record.h; the byte layout is in
  * nbdkit-dirtybitmap-filter(1), FILE FORMAT): its restored bitmap
  * mapped.  Its header fields are checked with the rest of the header
- * (format.c) and its source by the loader (bmfile.c): as everywhere in
- * the format, every field is checked before it is used.
+ * (format-header.c) and its source by the loader (bmfile.c): as
+ * everywhere in the format, every field is checked before it is used.
  */
 
 #include <config.h>

@@ -2,8 +2,8 @@
 /* shadow.c: the coarse shadows in the file: their table, encoded,
  * decoded and checked (see shadow.h; the byte layout is in
  * nbdkit-dirtybitmap-filter(1), FILE FORMAT; their header fields are
- * checked with the rest of the header, in format.c).  As for the
- * directory, every field is checked before it is used, and the
+ * checked with the rest of the header, in format-header.c).  As for
+ * the directory, every field is checked before it is used, and the
  * decoder stops at the first problem unless the caller asks to hear
  * them all.
  */
