@@ -96,6 +96,25 @@ p99 () { python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["
 # lat FILE: "p99 p99.9 max" of the writes' latencies, in ms
 lat () { python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["jobs"][0]["write"]["clat_ns"]; p=c["percentile"]; print("%.2f %.2f %.1f" % (p["99.000000"]/1e6, p["99.900000"]/1e6, c["max"]/1e6))' "$1"; }
 median () { python3 -c 'import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:]), 3))' "$@"; }
+# round_order R CELL...: the cells in order, reversed every other round.
+round_order () {
+    local r=$1 i; shift
+    local c=("$@")
+    if (( r % 2 == 0 )); then
+        for (( i = ${#c[@]} - 1; i >= 0; --i )); do echo "${c[$i]}"; done
+    else
+        printf '%s\n' "${c[@]}"
+    fi
+}
+# ratio_of ARRAY A B: the median over the rounds of ARRAY[A,r] / ARRAY[B,r].
+ratio_of () {
+    local -n _of=$1
+    local r v=()
+    for (( r = 1; r <= rounds; ++r )); do
+        v+=("$(python3 -c "print(${_of[$2,$r]} / ${_of[$3,$r]})")")
+    done
+    median "${v[@]}"
+}
 ctl () {
     python3 - "$1" "$2" <<'EOF'
 import json, socket, sys
@@ -164,7 +183,8 @@ make_disk () {
     cp "$work/master.img" "$1"
 }
 
-# view_cell NAME: start the cell's server on $w/sock, print its URI.
+# view_cell NAME [FILTER]: start the cell's server on $w/sock, its URI
+# in $uri; filter and view with FILTER if given.
 view_cell () {
     local c=$1
     w="$work/$c"; rm -rf "$w"; mkdir -p "$w"
@@ -174,7 +194,7 @@ view_cell () {
             nbdkit -P "$w/pid" -U "$w/sock" file "$w/disk.img"
             uri="nbd+unix:///?socket=$w/sock" ;;
         filter|view)
-            nbdkit -P "$w/pid" -U "$w/sock" --filter="$FILTER" \
+            nbdkit -P "$w/pid" -U "$w/sock" --filter="${2:-$FILTER}" \
                    file "$w/disk.img" bitmap=b0 action=add control="$w/ctl"
             uri="nbd+unix:///?socket=$w/sock"
             wait_socket "$w/ctl"
@@ -209,10 +229,7 @@ if [[ ,$parts, == *,view,* ]]; then
     cells=(file filter view qsd qsd-cbw file2)
     declare -A got
     for (( r = 1; r <= rounds; ++r )); do
-        order=("${cells[@]}")
-        if (( r % 2 == 0 )); then
-            order=(); for (( i = ${#cells[@]} - 1; i >= 0; --i )); do order+=("${cells[$i]}"); done
-        fi
+        mapfile -t order < <(round_order $r "${cells[@]}")
         line="round $r:"
         for c in "${order[@]}"; do
             view_cell "${c%2}"
@@ -236,13 +253,7 @@ if [[ ,$parts, == *,view,* ]]; then
         stop "$w/pid"; rm -rf "$w"
         echo "$line cold-read=${got[cold,$r]}s" | tee -a "$log"
     done
-    ratio () {
-        local r v=()
-        for (( r = 1; r <= rounds; ++r )); do
-            v+=("$(python3 -c "print(${got[$1,$r]} / ${got[$2,$r]})")")
-        done
-        median "${v[@]}"
-    }
+    ratio () { ratio_of got "$@"; }
     {
         echo "medians of per-round ratios (IOPS):"
         echo "  filter / file        $(ratio filter file)    (target >= 0.97)"
@@ -265,30 +276,17 @@ if [[ ,$parts, == *,during,* ]]; then
     echo "## during: fio 4K random writes QD16, ${runtime}s, 1 GiB disk full of data, backups back to back, $rounds rounds" | tee -a "$log"
     cells=(file read backup qsd-cbw file2)
     [ -n "$FILTER_B" ] && cells=(file read backup backup-b qsd-cbw file2)
-    declare -A dgot dlat dn
+    declare -A dgot dlat
     for (( r = 1; r <= rounds; ++r )); do
-        order=("${cells[@]}")
-        if (( r % 2 == 0 )); then
-            order=(); for (( i = ${#cells[@]} - 1; i >= 0; --i )); do order+=("${cells[$i]}"); done
-        fi
+        mapfile -t order < <(round_order $r "${cells[@]}")
         line="round $r:"
         for c in "${order[@]}"; do
-            w="$work/$c"; rm -rf "$w"; mkdir -p "$w"
-            make_disk "$w/disk.img"
             case $c in
-                file|file2|read)
-                    nbdkit -P "$w/pid" -U "$w/sock" file "$w/disk.img"
-                    uri="nbd+unix:///?socket=$w/sock" ;;
-                backup|backup-b)
-                    f="$FILTER"; [ $c = backup-b ] && f="$FILTER_B"
-                    nbdkit -P "$w/pid" -U "$w/sock" --filter="$f" \
-                           file "$w/disk.img" control="$w/ctl"
-                    uri="nbd+unix:///?socket=$w/sock"
-                    wait_socket "$w/ctl" ;;
-                qsd-cbw)
-                    view_cell qsd-cbw ;;
+                file|file2|read) view_cell file ;;
+                backup) view_cell filter ;;
+                backup-b) view_cell filter "$FILTER_B" ;;
+                qsd-cbw) view_cell qsd-cbw ;;
             esac
-            wait_socket "$w/sock"
             sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || :
             fio_run "$uri" "$runtime" "$w/fio.json" &
             fio_pid=$!
@@ -311,20 +309,12 @@ if [[ ,$parts, == *,during,* ]]; then
             wait $fio_pid
             dgot[$c,$r]=$(iops "$w/fio.json")
             dlat[$c,$r]=$(lat "$w/fio.json")
-            dn[$c,$r]=$k
             line="$line $c=${dgot[$c,$r]} ($k copies; p99 p99.9 max ${dlat[$c,$r]// / } ms)"
             stop "$w/pid"
             rm -rf "$w"
         done
         echo "$line" | tee -a "$log"
     done
-    dratio () {
-        local r v=()
-        for (( r = 1; r <= rounds; ++r )); do
-            v+=("$(python3 -c "print(${dgot[$1,$r]} / ${dgot[$2,$r]})")")
-        done
-        median "${v[@]}"
-    }
     dmed () {   # dmed CELL FIELD: median over the rounds of lat's FIELD
         local r v=()
         for (( r = 1; r <= rounds; ++r )); do
@@ -335,7 +325,7 @@ if [[ ,$parts, == *,during,* ]]; then
     {
         echo "medians over the rounds: IOPS / file, IOPS / read; latency p99, p99.9, max (ms):"
         for c in "${cells[@]}"; do
-            printf '  %-8s %6s %6s   %8s %8s %8s\n' $c "$(dratio $c file)" "$(dratio $c read)" \
+            printf '  %-8s %6s %6s   %8s %8s %8s\n' $c "$(ratio_of dgot $c file)" "$(ratio_of dgot $c read)" \
                    "$(dmed $c 1)" "$(dmed $c 2)" "$(dmed $c 3)"
         done
         echo
