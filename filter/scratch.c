@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "fullio.h"
 #include "scratch.h"
 #include "testpause.h"
 
@@ -81,43 +82,19 @@ int
 scratch_write (struct scratch *s, const void *buf, uint32_t count,
                uint64_t offset)
 {
-  const char *p = buf;
-
-  while (count > 0) {
-    ssize_t r = pwrite (s->fd, p, count, offset);
-    if (r == -1) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    p += r;
-    count -= r;
-    offset += r;
-  }
-  return 0;
+  return full_pwrite (s->fd, buf, count, offset);
 }
 
 int
 scratch_read (struct scratch *s, void *buf, uint32_t count, uint64_t offset)
 {
-  char *p = buf;
+  ssize_t r = full_pread (s->fd, buf, count, offset);
 
-  while (count > 0) {
-    ssize_t r = pread (s->fd, p, count, offset);
-    if (r == -1) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    if (r == 0) {
-      errno = EIO;
-      return -1;
-    }
-    p += r;
-    count -= r;
-    offset += r;
+  if (r >= 0 && r < count) {
+    errno = EIO;                /* all that is read was written */
+    return -1;
   }
-  return 0;
+  return r == -1 ? -1 : 0;
 }
 
 void

@@ -21,6 +21,7 @@
 
 #include "copy/copy.h"
 #include "crc32c.h"
+#include "fullio.h"
 #include "mtime.h"
 #include "sums.h"
 
@@ -204,17 +205,16 @@ static int
 read_digests (int fd, const char *path, const uint8_t *h, struct sums *s,
               struct bmerr *err)
 {
-  size_t done, len = s->n * SUMS_DIGEST;
+  size_t len = s->n * SUMS_DIGEST;
   ssize_t got;
 
   if ((s->digests = malloc (len ? len : 1)) == NULL)
     return fail (err, ENOMEM, path, strerror (ENOMEM));
-  for (done = 0; done < len; done += got) {
-    got = pread (fd, s->digests + done, len - done, SUMS_HEADER_SIZE + done);
-    if (got <= 0)
-      return fail (err, got == 0 ? EIO : errno, path,
-                   got == 0 ? "truncated" : strerror (errno));
-  }
+  got = full_pread (fd, s->digests, len, SUMS_HEADER_SIZE);
+  if (got == -1)
+    return fail (err, errno, path, strerror (errno));
+  if ((size_t) got < len)
+    return fail (err, EIO, path, "truncated");
   if (crc32c (s->digests, len) != get32 (h + 44))
     return fail (err, EINVAL, path, "its checksums are damaged (bad CRC)");
   return 0;
@@ -263,23 +263,6 @@ int
 sums_load_header (const char *path, struct sums **out, struct bmerr *err)
 {
   return read_set (path, true, out, err);
-}
-
-static int
-write_all (int fd, const void *buf, size_t len)
-{
-  const uint8_t *p = buf;
-
-  while (len > 0) {
-    ssize_t w = write (fd, p, len);
-    if (w == -1 && errno == EINTR)
-      continue;
-    if (w == -1)
-      return -1;
-    p += w;
-    len -= w;
-  }
-  return 0;
 }
 
 static void
@@ -342,8 +325,8 @@ sums_stage (const char *path, const struct sums *s, struct bmerr *err)
     return fail (err, ENOMEM, path, strerror (ENOMEM));
   fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
              0644);
-  if (fd == -1 || write_all (fd, h, sizeof h) == -1 ||
-      write_all (fd, s->digests, s->n * SUMS_DIGEST) == -1 ||
+  if (fd == -1 || full_pwrite (fd, h, sizeof h, 0) == -1 ||
+      full_pwrite (fd, s->digests, s->n * SUMS_DIGEST, sizeof h) == -1 ||
       fdatasync (fd) == -1 || close (fd) == -1) {
     fail (err, errno, tmp, strerror (errno));
     if (fd >= 0)

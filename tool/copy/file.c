@@ -49,6 +49,7 @@
 #include <linux/falloc.h>
 
 #include "dirtybitmap.h"
+#include "fullio.h"
 #include "msg.h"
 #include "internal.h"
 #include "util.h"
@@ -220,21 +221,9 @@ static int
 pwrite_all (struct file_target *f, const void *buf, size_t count,
             uint64_t offset)
 {
-  const char *p = buf;
-  const uint64_t start = offset, length = count;
-
-  while (count > 0) {
-    ssize_t r = pwrite (f->fd, p, count, offset);
-    if (r == -1) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    p += r;
-    count -= r;
-    offset += r;
-  }
-  written (f, start, length);
+  if (full_pwrite (f->fd, buf, count, offset) == -1)
+    return -1;
+  written (f, offset, count);
   return 0;
 }
 
@@ -339,23 +328,11 @@ file_zero (struct target *t, unsigned conn, uint64_t count, uint64_t offset,
 static int
 pread_all (struct file_target *f, void *buf, size_t count, uint64_t offset)
 {
-  char *p = buf;
-  ssize_t r;
+  ssize_t r = full_pread (f->fd, buf, count, offset);
 
-  while (count > 0) {
-    r = pread (f->fd, p, count, offset);
-    if (r == -1 && errno == EINTR)
-      continue;
-    if (r == -1)
-      return -1;
-    if (r == 0) {
-      memset (p, 0, count);
-      break;
-    }
-    p += r;
-    count -= r;
-    offset += r;
-  }
+  if (r == -1)
+    return -1;
+  memset ((char *) buf + r, 0, count - r);
   return 0;
 }
 

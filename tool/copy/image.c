@@ -40,6 +40,7 @@
 #include <linux/fs.h>
 
 #include "dirtybitmap.h"
+#include "fullio.h"
 #include "msg.h"
 #include "internal.h"
 #include "image.h"
@@ -156,24 +157,18 @@ first_data (struct raw *w, uint64_t off, uint64_t end)
 static int
 read_all (struct raw *w, char *buf, uint64_t len, uint64_t off)
 {
-  while (len > 0) {
-    ssize_t r = pread (w->fd, buf, len, off);
-    if (r == -1 && errno == EINTR)
-      continue;
-    if (r == -1) {
-      raw_fail (w, "%s: reading %" PRIu64 " bytes at offset %" PRIu64
-                ": %s", w->name, len, off, strerror (errno));
-      return -1;
-    }
-    if (r == 0) {
-      raw_fail (w, "%s: it ends at offset %" PRIu64 ", before its %"
-                PRIu64 " bytes (was it cut while read?)", w->name, off,
-                w->size);
-      return -1;
-    }
-    buf += r;
-    off += r;
-    len -= r;
+  ssize_t r = full_pread (w->fd, buf, len, off);
+
+  if (r == -1) {
+    raw_fail (w, "%s: reading %" PRIu64 " bytes at offset %" PRIu64
+              ": %s", w->name, len, off, strerror (errno));
+    return -1;
+  }
+  if ((uint64_t) r < len) {
+    raw_fail (w, "%s: it ends at offset %" PRIu64 ", before its %"
+              PRIu64 " bytes (was it cut while read?)", w->name, off + r,
+              w->size);
+    return -1;
   }
   return 0;
 }
