@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Under valgrind, a server that does everything live (coarse
-# durability, writes, rotations, a backup view copied and ended,
+# durability, writes, rotations, a backup view copied, released and ended,
 # pause and resume, bad input, merge, remove and clear) and then stops
 # makes no memory error and loses no memory: what the filter keeps is
 # freed by .close and .unload, so once nbdkit has unloaded it nothing
@@ -34,8 +34,10 @@ for n in 1 2 3; do
     nbdsh -u "$uri" -c "h.pwrite(b\"$n\" * 4096, $n * 1048576)"
 done
 call '{"execute": "backup-begin", "arguments": {"name": "v", "bitmap": "c1", "checkpoint": "c9"}}'
-nbdsh -u "$uri" -c 'h.pwrite(b"y" * 65536, 0)'
-dirtybitmap copy "nbd+unix:///v?socket=$sock" out.img
+nbdsh -u "$uri" -c 'h.pwrite(b"y" * 65536, 0)' \
+      -c 'h.pwrite(b"z" * 4096, 2 * 1048576)'
+dirtybitmap copy --trim-source "nbd+unix:///v?socket=$sock" out.img
+cmp -n 4096 <(printf 2%.0s $(seq 4096)) <(tail -c +$((2 * 1048576 + 1)) out.img)
 call '{"execute": "backup-end", "arguments": {"name": "v"}}'
 call '{"execute": "pause"}'
 python3 "$abs_top_srcdir/tests/control.py" send "$ctl" \
