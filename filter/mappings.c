@@ -22,6 +22,7 @@
 #include <pthread.h>
 
 #include "mappings.h"
+#include "util.h"
 
 struct mapping {
   uint64_t offset, length;
@@ -66,15 +67,9 @@ mapping_add (uint64_t offset, uint64_t length, bool writable,
   int r = 0;
 
   pthread_mutex_lock (&maps_lock);
-  if (nr_maps == cap_maps) {
-    size_t cap = cap_maps ? cap_maps * 2 : 16;
-    struct mapping *m = realloc (maps, cap * sizeof *m);
-    if (m == NULL) {
-      r = -1;
-      goto out;
-    }
-    maps = m;
-    cap_maps = cap;
+  if (array_room (&maps, &cap_maps, nr_maps, sizeof *maps, 16) == -1) {
+    r = -1;
+    goto out;
   }
   maps[nr_maps++] = (struct mapping) {
     .offset = offset, .length = length, .writable = writable, .refs = 1,

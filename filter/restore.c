@@ -228,15 +228,10 @@ claim (uint64_t first, uint64_t last)
 {
   pthread_mutex_lock (&claims_lock);
   while (overlaps_locked (first, last) || nr_claims == cap_claims) {
-    struct claim_range *c;
-
     if (nr_claims == cap_claims) {
-      c = realloc (claims, (cap_claims ? 2 * cap_claims : 16) * sizeof *c);
-      if (c) {
-        claims = c;
-        cap_claims = cap_claims ? 2 * cap_claims : 16;
+      if (array_room (&claims, &cap_claims, nr_claims, sizeof *claims,
+                      16) == 0)
         continue;
-      }
     }
     else {
       /* (A test sees this wait.) */

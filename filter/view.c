@@ -314,14 +314,9 @@ static int
 add_busy_locked (struct view *v, uint64_t first, uint64_t last,
                  bool preserving)
 {
-  if (v->nr_busy == v->cap_busy) {
-    size_t cap = v->cap_busy ? v->cap_busy * 2 : 16;
-    struct busy *b = realloc (v->busy, cap * sizeof *b);
-    if (b == NULL)
-      return -1;
-    v->busy = b;
-    v->cap_busy = cap;
-  }
+  if (array_room (&v->busy, &v->cap_busy, v->nr_busy, sizeof *v->busy,
+                  16) == -1)
+    return -1;
   v->busy[v->nr_busy++] = (struct busy) { first, last, preserving };
   return 0;
 }

@@ -162,14 +162,8 @@ add (struct to_sync *ts, uint64_t offset, uint64_t length)
 {
   if (length == 0)
     return 0;
-  if (ts->n == ts->cap) {
-    size_t cap = ts->cap ? ts->cap * 2 : 8;
-    struct bmf_region *r = realloc (ts->r, cap * sizeof *r);
-    if (r == NULL)
-      return -1;
-    ts->r = r;
-    ts->cap = cap;
-  }
+  if (array_room (&ts->r, &ts->cap, ts->n, sizeof *ts->r, 8) == -1)
+    return -1;
   ts->r[ts->n++] = (struct bmf_region) { offset, length };
   return 0;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* util.h: tiny helpers shared by the filter and the tool: rounding,
- * powers of two, a clock in nanoseconds, little-endian field access
- * and a scoped mutex.
+ * powers of two, a clock in nanoseconds, little-endian field access,
+ * a growing array and a scoped mutex.
  */
 
 #ifndef DIRTYBITMAP_UTIL_H
@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <pthread.h>
@@ -31,6 +32,29 @@ static inline unsigned
 log_2 (uint64_t v)
 {
   return 63 - __builtin_clzll (v);
+}
+
+/* Room for one more element of elem_size bytes at the end of the
+ * array whose pointer is at ptr_addr (a T **), which holds n of *cap:
+ * the array doubled when full, first elements when it has none.  0,
+ * or -1 with errno and the array as it was.
+ */
+static inline int
+array_room (void *ptr_addr, size_t *cap, size_t n, size_t elem_size,
+            size_t first)
+{
+  void *p;
+  size_t c;
+
+  if (n < *cap)
+    return 0;
+  c = *cap ? *cap * 2 : first;
+  memcpy (&p, ptr_addr, sizeof p);
+  if ((p = realloc (p, c * elem_size)) == NULL)
+    return -1;
+  memcpy (ptr_addr, &p, sizeof p);
+  *cap = c;
+  return 0;
 }
 
 /* The time on clock, in nanoseconds. */

@@ -120,14 +120,8 @@ add_op (struct slot *s, size_t *n, uint64_t offset, uint64_t length,
     last->length += length;
     return 0;
   }
-  if (*n == s->ops_cap) {
-    size_t cap = s->ops_cap ? s->ops_cap * 2 : 4;
-    struct op *ops = realloc (s->ops, cap * sizeof *ops);
-    if (ops == NULL)
-      return -1;
-    s->ops = ops;
-    s->ops_cap = cap;
-  }
+  if (array_room (&s->ops, &s->ops_cap, *n, sizeof *s->ops, 4) == -1)
+    return -1;
   s->ops[(*n)++] = (struct op) { s, offset, length, buf };
   return 0;
 }

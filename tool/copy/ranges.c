@@ -58,14 +58,8 @@ add_range (struct ranges *rs, uint64_t offset, uint64_t length, bool zero)
     last->length += length;
     return 0;
   }
-  if (rs->n == rs->cap) {
-    size_t cap = rs->cap ? rs->cap * 2 : 256;
-    struct range *r = realloc (rs->r, cap * sizeof *r);
-    if (r == NULL)
-      return -1;
-    rs->r = r;
-    rs->cap = cap;
-  }
+  if (array_room (&rs->r, &rs->cap, rs->n, sizeof *rs->r, 256) == -1)
+    return -1;
   rs->r[rs->n++] = (struct range) { offset, length, zero };
   return 0;
 }

@@ -139,15 +139,10 @@ read_chunk (void *opaque, const void *subbuf, size_t count, uint64_t offset,
 
   if (status != LIBNBD_READ_DATA && status != LIBNBD_READ_HOLE)
     return 0;                   /* an error chunk fails the read anyway */
-  if (s->nchunks == s->chunks_cap) {
-    size_t cap = s->chunks_cap ? s->chunks_cap * 2 : 4;
-    struct chunk *c = realloc (s->chunks, cap * sizeof *c);
-    if (c == NULL) {
-      s->chunks_nomem = true;
-      return 0;
-    }
-    s->chunks = c;
-    s->chunks_cap = cap;
+  if (array_room (&s->chunks, &s->chunks_cap, s->nchunks,
+                  sizeof *s->chunks, 4) == -1) {
+    s->chunks_nomem = true;
+    return 0;
   }
   s->chunks[s->nchunks++] = (struct chunk) { offset, count };
   return 0;
