@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "fullio.h"
 #include "txn-impl.h"
 #include "util.h"
 
@@ -45,13 +46,6 @@ live_regions (struct bmf_txn *t, size_t *n)
 }
 
 static const char zero[BMF_ALIGN];
-
-/* Whether the len bytes at p are all zero. */
-static bool
-all_zero (const char *p, size_t len)
-{
-  return len == 0 || (p[0] == 0 && memcmp (p, p + 1, len - 1) == 0);
-}
 
 /* Make [pos, pos + length) of space that a removed bitmap (or another
  * freed region) held read as zeroes, by writing zeroes over the blocks
@@ -85,24 +79,18 @@ zero_reused (struct bmf *f, uint64_t pos, uint64_t length, struct bmerr *err)
     else
       stop = end;               /* no SEEK_DATA here: read it all */
     for (; o < stop; o += n) {
-      ssize_t r;
-      n = MIN (sizeof buf, stop - o);
-      r = pread (f->fd, buf, n, o);
-      if (r <= 0) {
-        if (r == -1 && errno == EINTR) {
-          n = 0;
-          continue;
-        }
-        if (r == 0)
-          return 0;             /* the end of the file */
+      ssize_t r = full_pread (f->fd, buf, MIN (sizeof buf, stop - o), o);
+      if (r == -1) {
         bmerr_set (err, errno, "%s: read: %s", f->path, strerror (errno));
         return -1;
       }
+      if (r == 0)
+        return 0;               /* the end of the file */
       n = r;
       for (i = 0; i < n; i += BMF_ALIGN) {
         size_t len = MIN (BMF_ALIGN, n - i);
-        if (!all_zero (buf + i, len) &&
-            pwrite (f->fd, zero, len, o + i) != (ssize_t) len) {
+        if (!buf_is_zero (buf + i, len) &&
+            full_pwrite (f->fd, zero, len, o + i) == -1) {
           bmerr_set (err, errno, "%s: write: %s", f->path, strerror (errno));
           return -1;
         }
@@ -169,7 +157,7 @@ txn_alloc_region (struct bmf_txn *t, uint64_t length, uint64_t *offset,
   if (zero_by_hand) {
     uint64_t o;
     for (o = 0; o < length; o += BMF_ALIGN)
-      if (pwrite (f->fd, zero, BMF_ALIGN, pos + o) != BMF_ALIGN) {
+      if (full_pwrite (f->fd, zero, BMF_ALIGN, pos + o) == -1) {
         bmerr_set (err, errno, "%s: write: %s", f->path, strerror (errno));
         return -1;
       }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* util.h: tiny helpers shared by the filter and the tool: rounding,
  * powers of two, a clock in nanoseconds, little-endian field access,
- * a growing array and a scoped mutex.
+ * a growing array, a test for zeroes and a scoped mutex.
  */
 
 #ifndef DIRTYBITMAP_UTIL_H
@@ -55,6 +55,21 @@ array_room (void *ptr_addr, size_t *cap, size_t n, size_t elem_size,
   memcpy (ptr_addr, &p, sizeof p);
   *cap = c;
   return 0;
+}
+
+/* Whether the n bytes at p are all zero: the first 16 one by one,
+ * then the rest against themselves 16 bytes on.
+ */
+static inline bool
+buf_is_zero (const void *buf, size_t n)
+{
+  const char *p = buf;
+  size_t i;
+
+  for (i = 0; i < n && i < 16; ++i)
+    if (p[i])
+      return false;
+  return n <= 16 || memcmp (p, p + 16, n - 16) == 0;
 }
 
 /* The time on clock, in nanoseconds. */

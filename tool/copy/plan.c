@@ -21,17 +21,6 @@
 #include "sums.h"
 #include "util.h"
 
-static bool
-is_zero (const char *p, size_t n)
-{
-  size_t i;
-
-  for (i = 0; i < n && i < 16; ++i)
-    if (p[i])
-      return false;
-  return n <= 16 || memcmp (p, p + 16, n - 16) == 0;
-}
-
 /* With checksums: the digest of each checksum chunk of the piece in s
  * (its data, or zeroes) into the set; with compare, whether it is the
  * same as the one there (s->same).  -1: out of memory.
@@ -216,7 +205,7 @@ plan_ops (struct copy *c, struct slot *s)
         : end;
     else
       next = MIN (ROUND_DOWN (pos, SPARSE_SIZE) + SPARSE_SIZE, end);
-    zero = s->zero || is_zero (s->buf + (pos - s->offset), next - pos);
+    zero = s->zero || buf_is_zero (s->buf + (pos - s->offset), next - pos);
     if (open && r.end == pos && r.zero == zero)
       r.end = next;
     else {
